@@ -1,0 +1,29 @@
+// Users' symbols first.
+export { SessionLog } from './session-log.js';
+export type { CreateSessionLogOptions, ResumeAccepted, ResumeResult } from './session-log.js';
+export type { Acceptance, Classification, Refusal } from './classify.js';
+export type { Cursor, LogEvent } from './event.js';
+export { START_CURSOR } from './event.js';
+export { createFollowStats } from './reader.js';
+export type { FollowOptions, FollowStats } from './reader.js';
+export { StreamWriter } from './writer.js';
+export type { AppendOptions, AppendResult } from './writer.js';
+export { SessionRegistry } from './registry.js';
+export type { SessionRecord, SessionState } from './registry.js';
+export { LeaseTable } from './leases.js';
+export type { Lease } from './leases.js';
+export { principalDigest, samePrincipal } from './principal.js';
+export { resolveConfig } from './config.js';
+export type { SessionLogConfig, SessionLogOptions } from './config.js';
+export { desiredStreamConfig } from './setup.js';
+export { SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
+export type { SessionLogErrorFields } from './errors.js';
+export {
+  ControlType,
+  createSubjects,
+  DEFAULT_LEASES_BUCKET,
+  DEFAULT_SESSIONS_BUCKET,
+  DEFAULT_STREAM_NAME,
+  DEFAULT_SUBJECT_PREFIX,
+} from './wire.js';
+export type { ControlMessage, Subjects } from './wire.js';

@@ -1,0 +1,127 @@
+import { randomBytes } from 'node:crypto';
+import type { KV } from '@nats-io/kv';
+import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { unavailable } from './setup.js';
+import { leaseKeyOf } from './wire.js';
+
+/**
+ * A writer lease: who appends to one session stream, and until when.
+ *
+ * CAVEAT (DESIGN section 4, nats-server#4320): on nats-server 2.9.x, KV
+ * compare-and-set and `Nats-Expected-Last-Subject-Sequence` do not exclude
+ * two concurrent writers on an R3 stream during leader changes, and expiry is
+ * judged by wall clocks that may disagree. A lease therefore makes a second
+ * writer *unlikely*, not impossible. Safety does not rest on it: appends carry
+ * the expected-last-subject-sequence tripwire, duplicate acks are verified,
+ * and every reader verifies the `Tether-Prev` chain, so two writers surface as
+ * an explicit `diverged`/`writer_conflict`, never as a silent fork.
+ */
+export interface Lease {
+  readonly sessionId: string;
+  readonly stream: string;
+  /** Who holds it: an instance id, for logs and for "is it mine". */
+  readonly owner: string;
+  /** Random per acquisition: a restarted owner with the same name does not inherit it. */
+  readonly token: string;
+  readonly expiresAtMs: number;
+  /** KV revision of the entry, for compare-and-set. */
+  readonly revision: number;
+}
+
+interface LeaseValue {
+  readonly owner: string;
+  readonly token: string;
+  readonly expiresAtMs: number;
+}
+
+export class LeaseTable {
+  readonly #kv: KV;
+
+  constructor(kv: KV) {
+    this.#kv = kv;
+  }
+
+  /**
+   * Takes the lease if it is free, expired, or already ours (same owner);
+   * otherwise `lease_held` with the holder and its expiry.
+   */
+  async acquire(sessionId: string, stream: string, owner: string, ttlMs: number): Promise<Lease> {
+    const key = leaseKeyOf(sessionId, stream);
+    const value: LeaseValue = { owner, token: randomBytes(9).toString('base64url'), expiresAtMs: Date.now() + ttlMs };
+    const current = await this.#read(key);
+    try {
+      if (current === undefined) {
+        const revision = await this.#kv.create(key, JSON.stringify(value));
+        return { sessionId, stream, ...value, revision };
+      }
+      if (current.value.owner !== owner && current.value.expiresAtMs > Date.now()) {
+        throw new SessionLogError(SessionLogErrorCode.leaseHeld, `stream ${stream} is written by ${current.value.owner}`, {
+          sessionId,
+          stream,
+          holder: current.value.owner,
+          detail: { expiresAtMs: current.value.expiresAtMs },
+        });
+      }
+      const revision = await this.#kv.update(key, JSON.stringify(value), current.revision);
+      return { sessionId, stream, ...value, revision };
+    } catch (err) {
+      if (err instanceof SessionLogError) throw err;
+      if (isCasFailure(err)) {
+        throw new SessionLogError(SessionLogErrorCode.leaseHeld, `stream ${stream} lease was taken concurrently`, { sessionId, stream });
+      }
+      throw unavailable(err);
+    }
+  }
+
+  /** Extends our lease; `lease_lost` if someone else took it meanwhile. */
+  async renew(lease: Lease, ttlMs: number): Promise<Lease> {
+    const value: LeaseValue = { owner: lease.owner, token: lease.token, expiresAtMs: Date.now() + ttlMs };
+    try {
+      const revision = await this.#kv.update(leaseKeyOf(lease.sessionId, lease.stream), JSON.stringify(value), lease.revision);
+      return { ...lease, expiresAtMs: value.expiresAtMs, revision };
+    } catch (err) {
+      if (isCasFailure(err)) throw lost(lease);
+      throw unavailable(err);
+    }
+  }
+
+  /** Gives the lease up so the next writer need not wait for expiry. Releasing a lost lease is a no-op. */
+  async release(lease: Lease): Promise<void> {
+    try {
+      await this.#kv.delete(leaseKeyOf(lease.sessionId, lease.stream), { previousSeq: lease.revision });
+    } catch (err) {
+      if (!isCasFailure(err)) throw unavailable(err);
+    }
+  }
+
+  /** The current holder, or `undefined` when free or expired. */
+  async holder(sessionId: string, stream: string): Promise<Omit<Lease, 'revision'> | undefined> {
+    const current = await this.#read(leaseKeyOf(sessionId, stream));
+    if (current === undefined || current.value.expiresAtMs <= Date.now()) return undefined;
+    return { sessionId, stream, ...current.value };
+  }
+
+  async #read(key: string): Promise<{ value: LeaseValue; revision: number } | undefined> {
+    let entry;
+    try {
+      entry = await this.#kv.get(key);
+    } catch (err) {
+      throw unavailable(err);
+    }
+    if (entry === null) return undefined;
+    if (entry.operation !== 'PUT') return { value: { owner: '', token: '', expiresAtMs: 0 }, revision: entry.revision };
+    const value = JSON.parse(entry.string()) as LeaseValue;
+    return { value, revision: entry.revision };
+  }
+}
+
+function isCasFailure(err: unknown): boolean {
+  return /wrong last sequence|key exists/i.test(String(err));
+}
+
+function lost(lease: Lease): SessionLogError {
+  return new SessionLogError(SessionLogErrorCode.leaseLost, `lease on stream ${lease.stream} is no longer held by ${lease.owner}`, {
+    sessionId: lease.sessionId,
+    stream: lease.stream,
+  });
+}

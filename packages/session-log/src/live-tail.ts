@@ -1,0 +1,99 @@
+import type { Msg, Subscription } from '@nats-io/transport-node';
+import type { LogContext } from './context.js';
+import type { FollowStats } from './reader.js';
+import { ControlType } from './wire.js';
+
+export type LiveSignal = 'overflow' | 'closed' | 'aborted';
+
+/**
+ * The live half of a reader: stored events as the server republishes them,
+ * plus the session's control subject. Everything here is a cache of the log.
+ * The buffer is bounded: when a slow reader lets it fill, it is dropped whole
+ * and the reader goes back to the log, so memory never grows with lag.
+ */
+export class LiveTail {
+  readonly #events: Subscription;
+  readonly #control: Subscription;
+  readonly #max: number;
+  readonly #signal: AbortSignal | undefined;
+  #queue: Msg[] = [];
+  #overflow = false;
+  #closed = false;
+  #wake: (() => void) | undefined;
+  readonly #onAbort = (): void => this.#notify();
+
+  constructor(ctx: LogContext, sessionId: string, stream: string, signal: AbortSignal | undefined, stats: FollowStats) {
+    this.#max = ctx.config.liveBufferMax;
+    this.#signal = signal;
+    this.#events = ctx.nc.subscribe(ctx.subjects.live(sessionId, stream), {
+      callback: (err, msg) => {
+        if (err !== null || this.#overflow) return;
+        if (this.#queue.length >= this.#max) {
+          this.#overflow = true;
+          this.#queue = [];
+          stats.liveOverflows += 1;
+        } else {
+          this.#queue.push(msg);
+          if (this.#queue.length > stats.liveHighWater) stats.liveHighWater = this.#queue.length;
+        }
+        this.#notify();
+      },
+    });
+    this.#control = ctx.nc.subscribe(ctx.subjects.control(sessionId), {
+      callback: (err, msg) => {
+        if (err !== null) return;
+        try {
+          const body = msg.json<{ type?: unknown }>();
+          if (body.type === ControlType.closed) {
+            this.#closed = true;
+            this.#notify();
+          }
+        } catch {
+          // Not ours to judge: a malformed control message is ignored.
+        }
+      },
+    });
+    signal?.addEventListener('abort', this.#onAbort);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  get aborted(): boolean {
+    return this.#signal?.aborted === true;
+  }
+
+  /** Accept live messages again after the reader caught up from the log. */
+  rearm(): void {
+    this.#overflow = false;
+  }
+
+  /** The next live message, or why there is none. */
+  async next(): Promise<Msg | LiveSignal> {
+    for (;;) {
+      if (this.aborted) return 'aborted';
+      if (this.#closed) return 'closed';
+      if (this.#overflow) return 'overflow';
+      const msg = this.#queue.shift();
+      if (msg !== undefined) return msg;
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+  }
+
+  close(): void {
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#events.unsubscribe();
+    this.#control.unsubscribe();
+    this.#queue = [];
+    this.#notify();
+  }
+
+  #notify(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+}

@@ -1,0 +1,18 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The digest that binds a session to the principal that created it. Callers
+ * pass a credential (an `Authorization` value, a configured identity header,
+ * a gRPC caller id); only its SHA-256 is stored, base64url.
+ * The empty string is a valid credential: anonymous callers share one principal.
+ */
+export function principalDigest(credential: string): string {
+  return createHash('sha256').update('tether-principal\0').update(credential, 'utf8').digest('base64url');
+}
+
+/** Constant-time comparison of two digests (length leaks nothing: digests are fixed-size). */
+export function samePrincipal(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'utf8');
+  const right = Buffer.from(b, 'utf8');
+  return left.length === right.length && timingSafeEqual(left, right);
+}

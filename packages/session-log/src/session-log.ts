@@ -1,0 +1,227 @@
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { isStreamId, newStreamId } from '@tether/protocol';
+import type { EventKind } from '@tether/protocol';
+import { classifyResume } from './classify.js';
+import type { Acceptance, Refusal } from './classify.js';
+import { resolveConfig } from './config.js';
+import type { SessionLogConfig, SessionLogOptions } from './config.js';
+import type { LogContext } from './context.js';
+import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { START_CURSOR } from './event.js';
+import type { Cursor, LogEvent } from './event.js';
+import { LeaseTable } from './leases.js';
+import { readPage } from './page.js';
+import { follow } from './reader.js';
+import type { FollowOptions } from './reader.js';
+import { SessionRegistry } from './registry.js';
+import type { SessionRecord } from './registry.js';
+import { ensureLog, unavailable } from './setup.js';
+import { createSubjects, ControlType } from './wire.js';
+import type { ControlMessage } from './wire.js';
+import { StreamWriter } from './writer.js';
+import type { AppendOptions, AppendResult } from './writer.js';
+
+export interface CreateSessionLogOptions extends SessionLogOptions {
+  /** An open connection to use (not closed by `close()`); otherwise one is opened to `servers`. */
+  readonly nc?: NatsConnection;
+  /** NATS URLs when no connection is given. Default `nats://127.0.0.1:4222`. */
+  readonly servers?: string | readonly string[];
+  /** Writers kept open for `append()`; the oldest is dropped past this. Default 10 000. */
+  readonly maxOpenWriters?: number;
+}
+
+/** A resume the log accepted: iterate `events()` for the suffix after the cursor. */
+export interface ResumeAccepted extends Acceptance {
+  events(options?: Omit<FollowOptions, 'endedAtCursor'>): AsyncGenerator<LogEvent, void, undefined>;
+}
+export type ResumeResult = ResumeAccepted | Refusal;
+
+/**
+ * The per-session event log on JetStream. One instance per process; safe for
+ * concurrent use. See the package README for the data model.
+ */
+export class SessionLog {
+  readonly config: SessionLogConfig;
+  readonly sessions: SessionRegistry;
+  readonly leases: LeaseTable;
+  readonly #ctx: LogContext;
+  readonly #ownsConnection: boolean;
+  readonly #writers = new Map<string, Promise<StreamWriter>>();
+  readonly #maxOpenWriters: number;
+
+  private constructor(ctx: LogContext, sessions: SessionRegistry, leases: LeaseTable, ownsConnection: boolean, maxOpenWriters: number) {
+    this.#ctx = ctx;
+    this.config = ctx.config;
+    this.sessions = sessions;
+    this.leases = leases;
+    this.#ownsConnection = ownsConnection;
+    this.#maxOpenWriters = maxOpenWriters;
+  }
+
+  /** Connects (unless given a connection), then creates or verifies the stream and buckets. */
+  static async create(options: CreateSessionLogOptions = {}): Promise<SessionLog> {
+    const config = resolveConfig(options);
+    let nc = options.nc;
+    if (nc === undefined) {
+      const servers = options.servers ?? 'nats://127.0.0.1:4222';
+      try {
+        nc = await connect({ servers: typeof servers === 'string' ? servers : [...servers], maxReconnectAttempts: -1 });
+      } catch (err) {
+        throw new SessionLogError(SessionLogErrorCode.logUnavailable, `cannot connect to NATS at ${String(servers)}: ${String(err)}`, {}, { cause: err });
+      }
+    }
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: config.requestTimeoutMs });
+      const js = jetstream(nc, { timeout: config.requestTimeoutMs });
+      const ctx: LogContext = { nc, js, jsm, config: capPayload(config, nc), subjects: createSubjects(config.subjectPrefix) };
+      const handles = await ensureLog(nc, jsm, ctx.config);
+      return new SessionLog(ctx, new SessionRegistry(handles.sessions), new LeaseTable(handles.leases), options.nc === undefined, options.maxOpenWriters ?? 10_000);
+    } catch (err) {
+      if (options.nc === undefined) await nc.close().catch(() => undefined);
+      throw err instanceof SessionLogError ? err : unavailable(err);
+    }
+  }
+
+  /** The NATS connection (shared with callers that publish control messages). */
+  get connection(): NatsConnection {
+    return this.#ctx.nc;
+  }
+
+  /** A fresh random id for a POST response stream. */
+  newStreamId(): string {
+    return newStreamId();
+  }
+
+  createSession(principal: string, meta?: Readonly<Record<string, string>>): Promise<SessionRecord> {
+    return this.sessions.create(principal, meta);
+  }
+
+  getSession(sessionId: string): Promise<SessionRecord | undefined> {
+    return this.sessions.get(sessionId);
+  }
+
+  /**
+   * Closes a session everywhere: marks it closed, purges its events, drops
+   * local writers, and tells every instance on `<prefix>.ctl.<session>`.
+   * Returns false when the session was unknown.
+   */
+  async closeSession(sessionId: string, from?: string): Promise<boolean> {
+    const record = await this.sessions.markClosed(sessionId);
+    if (record === undefined) return false;
+    for (const key of this.#writers.keys()) if (key.startsWith(`${sessionId}.`)) this.#writers.delete(key);
+    try {
+      await this.#ctx.jsm.streams.purge(this.config.streamName, { filter: this.#ctx.subjects.sessionLogs(sessionId) });
+    } catch (err) {
+      throw unavailable(err);
+    }
+    this.publishControl({ type: ControlType.closed, sessionId, ...(from === undefined ? {} : { from }) });
+    return true;
+  }
+
+  /** Publishes a control message to every instance following the session. */
+  publishControl(message: ControlMessage): void {
+    this.#ctx.nc.publish(this.#ctx.subjects.control(message.sessionId), JSON.stringify(message));
+  }
+
+  /**
+   * Appends one event to a session stream and returns its event id once
+   * JetStream acknowledged it. The first append to a stream on this instance
+   * opens a writer positioned at the stream's current end.
+   */
+  async append(sessionId: string, stream: string, kind: EventKind, payload: Uint8Array, options?: AppendOptions): Promise<AppendResult> {
+    const key = `${sessionId}.${stream}`;
+    let pending = this.#writers.get(key);
+    if (pending === undefined) {
+      pending = this.openWriter(sessionId, stream);
+      this.#writers.set(key, pending);
+      if (this.#writers.size > this.#maxOpenWriters) this.#writers.delete(this.#writers.keys().next().value as string);
+    }
+    let writer: StreamWriter;
+    try {
+      writer = await pending;
+    } catch (err) {
+      this.#writers.delete(key);
+      throw err;
+    }
+    try {
+      const result = await writer.append(kind, payload, options);
+      if (writer.ended) this.#writers.delete(key);
+      return result;
+    } catch (err) {
+      // A writer whose last outcome is unknown is rebuilt from the log next time.
+      if (writer.broken || writer.ended) this.#writers.delete(key);
+      throw err;
+    }
+  }
+
+  /** A writer for one stream, positioned at its current end. Hold a lease while using it. */
+  async openWriter(sessionId: string, stream: string): Promise<StreamWriter> {
+    assertStreamId(stream);
+    const session = await this.sessions.get(sessionId);
+    if (session === undefined) throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
+    if (session.state !== 'active') throw new SessionLogError(SessionLogErrorCode.sessionClosed, 'the session is closed', { sessionId });
+    return StreamWriter.open(this.#ctx, sessionId, stream, session.epoch);
+  }
+
+  /**
+   * Classifies a resume (DESIGN section 7). On `resumed`, `events()` yields the
+   * exact suffix after the cursor: replay, then live, ending after a POST
+   * stream's `end` event. Any other verdict comes with a reason and the
+   * positions involved. Never throws for bad input; throws `log_unavailable`
+   * when JetStream cannot be asked.
+   */
+  async resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult> {
+    const result = await classifyResume(this.#ctx, this.sessions, sessionId, lastEventId, principal);
+    if (result.verdict !== 'resumed') return result;
+    const ctx = this.#ctx;
+    return {
+      ...result,
+      events: (options = {}) =>
+        follow(ctx, sessionId, result.stream, result.session.epoch, result.cursor, { ...options, endedAtCursor: result.endedAtCursor }),
+    };
+  }
+
+  /**
+   * Follows one stream from a cursor (default: its beginning), with the same
+   * guarantees as a resume. Used for a fresh POST response or GET stream.
+   */
+  async *follow(sessionId: string, stream: string, from: Cursor = START_CURSOR, options: FollowOptions = {}): AsyncGenerator<LogEvent, void, undefined> {
+    assertStreamId(stream);
+    const session = await this.sessions.get(sessionId);
+    if (session === undefined || session.state !== 'active') {
+      throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
+    }
+    yield* follow(this.#ctx, sessionId, stream, session.epoch, from, options);
+  }
+
+  /** Up to `limit` events of a stream after `afterSeq` (from the log only; for polling). */
+  async readPage(sessionId: string, stream: string, afterSeq: number, limit: number, afterPos?: number): Promise<LogEvent[]> {
+    assertStreamId(stream);
+    const session = await this.sessions.get(sessionId);
+    if (session === undefined || session.state !== 'active') {
+      throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
+    }
+    return readPage(this.#ctx, sessionId, stream, session.epoch, { afterSeq, limit, ...(afterPos === undefined ? {} : { afterPos }) });
+  }
+
+  /** Closes the connection if this log opened it. */
+  async close(): Promise<void> {
+    this.#writers.clear();
+    if (this.#ownsConnection) await this.#ctx.nc.drain().catch(() => undefined);
+  }
+}
+
+function assertStreamId(stream: string): void {
+  if (!isStreamId(stream)) {
+    throw new SessionLogError(SessionLogErrorCode.invalidArgument, "stream id must be '0' or 8 base32 characters", { stream: String(stream).slice(0, 64) });
+  }
+}
+
+/** The server's `max_payload` bounds what a single append may carry (minus room for headers). */
+function capPayload(config: SessionLogConfig, nc: NatsConnection): SessionLogConfig {
+  const serverMax = nc.info?.max_payload;
+  if (serverMax === undefined || config.maxPayloadBytes <= serverMax - 4096) return config;
+  return { ...config, maxPayloadBytes: serverMax - 4096 };
+}

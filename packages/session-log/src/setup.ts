@@ -1,0 +1,119 @@
+import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { SessionLogConfig } from './config.js';
+import { SessionLogError, SessionLogErrorCode, JsErrCode, jsErrorCode } from './errors.js';
+import { createSubjects } from './wire.js';
+
+const NANOS_PER_MS = 1_000_000;
+
+export interface LogHandles {
+  readonly sessions: KV;
+  readonly leases: KV;
+}
+
+/** The stream config the log needs. Exported so tests and docs can show it. */
+export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamConfig> & { name: string } {
+  const subjects = createSubjects(config.subjectPrefix);
+  return {
+    name: config.streamName,
+    subjects: [subjects.logWildcard],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: config.replicas,
+    max_age: config.maxAgeMs * NANOS_PER_MS,
+    max_msgs_per_subject: config.maxMsgsPerStream,
+    max_bytes: config.maxBytes,
+    discard: DiscardPolicy.Old,
+    duplicate_window: config.duplicateWindowMs * NANOS_PER_MS,
+    // Kept for tools that read the log; our own decisions use leader reads,
+    // because a follower may lag behind an acknowledged append.
+    allow_direct: true,
+    // The server republishes every *stored* event to `<prefix>.live.…` with
+    // its stream sequence. Live readers listen there, never on the log subject
+    // itself: a core subscription on `<prefix>.log.…` also sees publishes that
+    // JetStream rejected (a tripped writer), which were never durable.
+    republish: { src: subjects.logWildcard, dest: subjects.liveWildcard },
+  };
+}
+
+/**
+ * Creates the log stream and both buckets, or verifies that existing ones
+ * match the configuration. A mismatch is a startup error naming every
+ * differing key: changing retention or replicas under running gateways is an
+ * operator's decision, never a side effect of starting one.
+ */
+export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, config: SessionLogConfig): Promise<LogHandles> {
+  const want = desiredStreamConfig(config);
+  await ensureStream(jsm, want);
+  const kvm = new Kvm(nc);
+  // Buckets are read through the stream leader (allow_direct: false): right
+  // after an initialize on instance A, instance B must see the session.
+  const sessions = await ensureBucket(jsm, kvm, config.sessionsBucket, config.sessionIdleMs, config.replicas);
+  // Lease expiry lives in the value; the bucket's max age only collects
+  // leases nobody released (a writer that died and was never replaced).
+  const leases = await ensureBucket(jsm, kvm, config.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas);
+  return { sessions, leases };
+}
+
+async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<void> {
+  let existing: StreamConfig;
+  try {
+    existing = (await jsm.streams.info(want.name)).config;
+  } catch (err) {
+    if (jsErrorCode(err) !== JsErrCode.streamNotFound && !/stream not found/i.test(String(err))) throw unavailable(err);
+    try {
+      await jsm.streams.add(want);
+      return;
+    } catch (addErr) {
+      // Another instance may have created it first; fall through to verify.
+      existing = (await jsm.streams.info(want.name).catch(() => { throw unavailable(addErr); })).config;
+    }
+  }
+  const diffs: string[] = [];
+  const subjects = existing.subjects ?? [];
+  for (const subject of want.subjects ?? []) {
+    if (!subjects.includes(subject)) diffs.push(`subjects lacks ${subject} (has ${JSON.stringify(subjects)})`);
+  }
+  for (const key of ['retention', 'storage', 'num_replicas', 'max_age', 'max_msgs_per_subject', 'max_bytes', 'discard', 'duplicate_window'] as const) {
+    if (existing[key] !== want[key]) diffs.push(`${key} is ${String(existing[key])}, config wants ${String(want[key])}`);
+  }
+  const republish = existing.republish;
+  if (republish?.src !== want.republish?.src || republish?.dest !== want.republish?.dest) {
+    diffs.push(`republish is ${JSON.stringify(republish ?? null)}, config wants ${JSON.stringify(want.republish)}`);
+  }
+  if (diffs.length > 0) throw incompatible(`stream ${want.name}`, diffs);
+}
+
+async function ensureBucket(jsm: JetStreamManager, kvm: Kvm, bucket: string, ttlMs: number, replicas: number): Promise<KV> {
+  const opts = { history: 1, ttl: ttlMs, replicas, allow_direct: false } as Parameters<Kvm['create']>[1];
+  let kv: KV;
+  try {
+    kv = await kvm.create(bucket, opts);
+  } catch (err) {
+    throw unavailable(err);
+  }
+  const cfg = (await jsm.streams.info(`KV_${bucket}`)).config;
+  const diffs: string[] = [];
+  if (cfg.max_age !== ttlMs * NANOS_PER_MS) diffs.push(`ttl is ${cfg.max_age / NANOS_PER_MS} ms, config wants ${ttlMs} ms`);
+  if (cfg.num_replicas !== replicas) diffs.push(`replicas is ${cfg.num_replicas}, config wants ${replicas}`);
+  if (cfg.max_msgs_per_subject !== 1) diffs.push(`history is ${cfg.max_msgs_per_subject}, must be 1`);
+  if (diffs.length > 0) throw incompatible(`bucket ${bucket}`, diffs);
+  return kv;
+}
+
+function incompatible(what: string, diffs: readonly string[]): SessionLogError {
+  return new SessionLogError(
+    SessionLogErrorCode.incompatibleLog,
+    `existing ${what} does not match the configuration: ${diffs.join('; ')}. ` +
+      'Change the configuration to match, or migrate the stream deliberately (it is never changed on startup).',
+    { detail: { what, diffs } },
+  );
+}
+
+export function unavailable(err: unknown): SessionLogError {
+  if (err instanceof SessionLogError) return err;
+  return new SessionLogError(SessionLogErrorCode.logUnavailable, `JetStream request failed: ${String(err)}`, {}, { cause: err });
+}

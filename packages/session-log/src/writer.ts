@@ -1,0 +1,185 @@
+import { headers } from '@nats-io/transport-node';
+import type { StoredMsg } from '@nats-io/jetstream';
+import { encodeEventId, EventKind, LogHeader } from '@tether/protocol';
+import type { EndReason } from '@tether/protocol';
+import type { LogContext } from './context.js';
+import { JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode } from './errors.js';
+import { decodeLogEvent } from './event.js';
+import type { Cursor } from './event.js';
+import { unavailable } from './setup.js';
+import { msgIdOf } from './wire.js';
+
+export interface AppendOptions {
+  /** The upstream's SSE id of this event, kept for a nested resume. */
+  readonly upstreamId?: string;
+  /** For `end` events: why the stream ended. Default `complete`. */
+  readonly endReason?: EndReason;
+  /** W3C traceparent to carry in the message headers. */
+  readonly traceparent?: string;
+}
+
+export interface AppendResult {
+  readonly id: string;
+  readonly seq: number;
+  readonly pos: number;
+}
+
+const PUBLISH_ATTEMPTS = 3;
+
+/**
+ * The single writer of one session stream. Appends are serialised: each one
+ * names the previous event's position (`Tether-Prev`) and expects it to be
+ * the subject's last (the tripwire), so they cannot be pipelined.
+ *
+ * After any failure whose outcome is unknown the writer is `broken` and must
+ * be reopened, which rebuilds its position from the log.
+ */
+export class StreamWriter {
+  readonly sessionId: string;
+  readonly stream: string;
+  readonly epoch: string;
+  #ctx: LogContext;
+  #last: Cursor;
+  #ended: boolean;
+  #broken: SessionLogError | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(ctx: LogContext, sessionId: string, stream: string, epoch: string, last: Cursor, ended: boolean) {
+    this.#ctx = ctx;
+    this.sessionId = sessionId;
+    this.stream = stream;
+    this.epoch = epoch;
+    this.#last = last;
+    this.#ended = ended;
+  }
+
+  /**
+   * Opens the writer at the stream's current end: the last message of its
+   * subject. A writer taking over from a dead one continues its chain.
+   */
+  static async open(ctx: LogContext, sessionId: string, stream: string, epoch: string): Promise<StreamWriter> {
+    let last: StoredMsg | null;
+    try {
+      last = await ctx.jsm.streams.getMessage(ctx.config.streamName, { last_by_subj: ctx.subjects.log(sessionId, stream) });
+    } catch (err) {
+      throw unavailable(err);
+    }
+    if (last === null) return new StreamWriter(ctx, sessionId, stream, epoch, { seq: 0, pos: 0 }, false);
+    const decoded = decodeLogEvent(sessionId, stream, last.seq, last.header, last.data);
+    if (!decoded.ok || decoded.event.epoch !== epoch) {
+      throw new SessionLogError(SessionLogErrorCode.streamDiverged, 'the last event of the stream does not belong to this session epoch', {
+        sessionId,
+        stream,
+        pos: last.seq,
+      });
+    }
+    const { seq, pos, kind } = decoded.event;
+    return new StreamWriter(ctx, sessionId, stream, epoch, { seq, pos }, kind === EventKind.end);
+  }
+
+  /** The last event appended (seq 0 before the first). */
+  get last(): Cursor {
+    return this.#last;
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  get broken(): boolean {
+    return this.#broken !== undefined;
+  }
+
+  /** Appends one event; resolves once JetStream has acknowledged it. Calls are applied in call order. */
+  append(kind: EventKind, payload: Uint8Array, options: AppendOptions = {}): Promise<AppendResult> {
+    const run = this.#queue.then(() => this.#appendNow(kind, payload, options));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #appendNow(kind: EventKind, payload: Uint8Array, options: AppendOptions): Promise<AppendResult> {
+    const where = { sessionId: this.sessionId, stream: this.stream };
+    if (this.#broken !== undefined) throw this.#broken;
+    if (this.#ended) throw new SessionLogError(SessionLogErrorCode.streamEnded, 'the stream has ended; nothing can be appended after its end marker', where);
+    if (payload.byteLength > this.#ctx.config.maxPayloadBytes) {
+      throw new SessionLogError(
+        SessionLogErrorCode.payloadTooLarge,
+        `event payload is ${payload.byteLength} bytes; the log accepts at most ${this.#ctx.config.maxPayloadBytes}`,
+        { ...where, detail: { bytes: payload.byteLength, maxBytes: this.#ctx.config.maxPayloadBytes } },
+      );
+    }
+    const seq = this.#last.seq + 1;
+    const prev = this.#last.pos;
+    const h = headers();
+    h.set(LogHeader.epoch, this.epoch);
+    h.set(LogHeader.seq, String(seq));
+    h.set(LogHeader.prev, String(prev));
+    h.set(LogHeader.kind, kind);
+    if (options.upstreamId !== undefined) h.set(LogHeader.upstreamId, sanitizeHeaderValue(options.upstreamId));
+    if (kind === EventKind.end) h.set(LogHeader.endReason, options.endReason ?? 'complete');
+    if (options.traceparent !== undefined) h.set(LogHeader.traceparent, sanitizeHeaderValue(options.traceparent));
+    const msgID = msgIdOf(this.sessionId, this.stream, seq);
+    const subject = this.#ctx.subjects.log(this.sessionId, this.stream);
+
+    let lastErr: unknown;
+    for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt += 1) {
+      try {
+        const ack = await this.#ctx.js.publish(subject, payload, {
+          headers: h,
+          msgID,
+          expect: { lastSubjectSequence: prev },
+          timeout: this.#ctx.config.requestTimeoutMs,
+        });
+        // A duplicate ack means a message with our msg id is stored. It is
+        // ours only if it is our earlier attempt; a rival writer that computed
+        // the same seq would have stored different bytes (the tripwire runs
+        // after the duplicate check on the server, so it cannot catch this).
+        if (ack.duplicate) await this.#verifyDuplicate(ack.seq, kind, payload);
+        this.#last = { seq, pos: ack.seq };
+        if (kind === EventKind.end) this.#ended = true;
+        return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos: ack.seq }), seq, pos: ack.seq };
+      } catch (err) {
+        if (err instanceof SessionLogError) throw this.#break(err);
+        if (jsErrorCode(err) === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
+          throw this.#break(
+            new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer appended to this stream; this writer stops', {
+              ...where,
+              seq,
+              expectedPrev: prev,
+            }, { cause: err }),
+          );
+        }
+        lastErr = err;
+        // Timeouts and lost replies are retried with the same msg id and
+        // expectation: the server's duplicate window makes this idempotent.
+      }
+    }
+    throw this.#break(unavailable(lastErr));
+  }
+
+  async #verifyDuplicate(pos: number, kind: EventKind, payload: Uint8Array): Promise<void> {
+    const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: pos });
+    const ours =
+      stored !== null &&
+      stored.header.get(LogHeader.kind) === kind &&
+      stored.header.get(LogHeader.epoch) === this.epoch &&
+      Buffer.compare(Buffer.from(stored.data), Buffer.from(payload)) === 0;
+    if (!ours) {
+      throw new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer stored this sequence number first', {
+        sessionId: this.sessionId,
+        stream: this.stream,
+        pos,
+      });
+    }
+  }
+
+  #break(err: SessionLogError): SessionLogError {
+    this.#broken = err;
+    return err;
+  }
+}
+
+/** Header values cannot hold CR or LF; upstream ids are opaque text we only echo back. */
+function sanitizeHeaderValue(value: string): string {
+  return value.replace(/[\r\n]/g, ' ').slice(0, 1024);
+}

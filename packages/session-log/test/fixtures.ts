@@ -1,0 +1,67 @@
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { startNatsServer } from '@tether/testing';
+import type { NatsServer } from '@tether/testing';
+import { SessionLog, principalDigest } from '@tether/session-log';
+import type { SessionLogOptions } from '@tether/session-log';
+
+export const ALICE = principalDigest('Bearer alice');
+export const MALLORY = principalDigest('Bearer mallory');
+export const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+export const text = (data: Uint8Array): string => new TextDecoder().decode(data);
+
+let counter = 0;
+/** A unique, valid stream name and subject prefix per log, so tests sharing a server never see each other. */
+export function isolatedNames(): Pick<SessionLogOptions, 'streamName' | 'subjectPrefix' | 'sessionsBucket' | 'leasesBucket'> {
+  counter += 1;
+  const tag = `t${process.pid}_${counter}`;
+  return { streamName: `LOG_${tag}`, subjectPrefix: `tt.${tag}`, sessionsBucket: `sessions_${tag}`, leasesBucket: `leases_${tag}` };
+}
+
+/** One real nats-server per test file, plus helpers that open isolated logs on it. */
+export interface LogFixture {
+  readonly server: NatsServer;
+  open(options?: SessionLogOptions): Promise<SessionLog>;
+  /** A separate raw connection, for tests that publish or inspect directly. */
+  raw(): Promise<NatsConnection>;
+  teardown(): Promise<void>;
+}
+
+export async function startLogFixture(): Promise<LogFixture> {
+  const server = await startNatsServer();
+  const logs: SessionLog[] = [];
+  const conns: NatsConnection[] = [];
+  return {
+    server,
+    async open(options = {}) {
+      const log = await SessionLog.create({ servers: server.url, ...isolatedNames(), ...options });
+      logs.push(log);
+      return log;
+    },
+    async raw() {
+      const nc = await connect({ servers: server.url });
+      conns.push(nc);
+      return nc;
+    },
+    async teardown() {
+      for (const log of logs) await log.close();
+      for (const nc of conns) await nc.close().catch(() => undefined);
+      await server.cleanup();
+    },
+  };
+}
+
+/** Collects events from an iterator until `count` arrived or it ended. */
+export async function take<T>(iterable: AsyncIterable<T>, count: number): Promise<T[]> {
+  const out: T[] = [];
+  if (count <= 0) return out;
+  for await (const item of iterable) {
+    out.push(item);
+    if (out.length >= count) break;
+  }
+  return out;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

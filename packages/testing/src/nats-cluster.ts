@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { releaseDir, trackOwnedDir } from './children.js';
+import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.js';
+import { findNatsServerBinary } from './find-binary.js';
+import { ManagedNatsServer, type NatsServer } from './nats-server.js';
+import { getFreePorts, LOOPBACK } from './ports.js';
+import { readMetaCluster, type Probe } from './readiness.js';
+
+/** Options of {@link startNatsCluster}. */
+export interface NatsClusterOptions {
+  /** Number of nodes. Default 3 (the smallest that survives losing one). */
+  size?: number;
+  /** How long the whole cluster, and later each node's restart(), may take to be ready. Default 30000. */
+  readyTimeoutMs?: number;
+}
+
+/** A JetStream cluster of real nats-server processes on 127.0.0.1. */
+export interface NatsCluster {
+  readonly servers: readonly NatsServer[];
+  /** Client URLs, one per node, in `servers` order. */
+  readonly urls: readonly string[];
+  /** Stops every node and removes all store dirs. Idempotent. */
+  cleanup(): Promise<void>;
+}
+
+/** Route ports are picked up front (every config names its peers), so a lost race is retried. */
+const MAX_ATTEMPTS = 3;
+
+/**
+ * Starts a JetStream cluster on loopback: unique `server_name` per node (kept
+ * across restarts: JetStream derives the node's Raft peer id from it), one
+ * cluster name, explicit routes to every peer, a store dir per node.
+ * Resolves when a meta leader is elected, every node agrees on it, the leader
+ * sees every peer current and each node's JetStream API answers, so an R3
+ * stream can be created right away.
+ *
+ * @throws NatsServerNotFoundError `nats_server_not_found`
+ * @throws TestingError `nats_cluster_start_failed` (its `cause` is the first node's NatsServerStartError)
+ */
+export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
+  const size = opts.size ?? 3;
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`cluster size must be a positive integer, got ${size}`);
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
+  const bin = findNatsServerBinary();
+
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await launchCluster(bin, size, readyTimeoutMs);
+    } catch (err) {
+      const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && err.cause.stderrTail.some((line) => line.includes('address already in use'));
+      if (!portTaken || attempt >= MAX_ATTEMPTS) throw err;
+    }
+  }
+}
+
+async function launchCluster(bin: string, size: number, readyTimeoutMs: number): Promise<NatsCluster> {
+  const id = randomBytes(4).toString('hex');
+  const clusterName = `tether-test-${id}`;
+  const routePorts = await getFreePorts(size);
+  const baseDir = await mkdtemp(join(tmpdir(), 'tether-nats-cluster-'));
+  trackOwnedDir(baseDir);
+
+  const nodes: { name: string; server: ManagedNatsServer }[] = [];
+  for (const [i, routePort] of routePorts.entries()) {
+    const name = `${clusterName}-n${i + 1}`;
+    const dir = join(baseDir, `n${i + 1}`);
+    await mkdir(dir);
+    const configFile = join(dir, 'nats-server.conf');
+    const peers = routePorts.filter((_, j) => j !== i).map((port) => `nats-route://${LOOPBACK}:${port}`);
+    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers }));
+    const server = new ManagedNatsServer({ bin, dir, ownsDir: true, jetstream: true, port: undefined, monitorPort: undefined, configFile, extraArgs: [], readyTimeoutMs });
+    nodes.push({ name, server });
+  }
+
+  let cleaning: Promise<void> | undefined;
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await Promise.all(nodes.map((node) => node.server.cleanup()));
+      await rm(baseDir, { recursive: true, force: true, maxRetries: 3 });
+      releaseDir(baseDir);
+    })();
+    return cleaning;
+  };
+
+  // Restarts only need the restarted node back in the meta group; the first
+  // start needs everyone (an R3 placement needs all three peers known).
+  for (const node of nodes) node.server.setReadyProbe(metaMemberProbe(node.name, nodes, false));
+  const results = await Promise.allSettled(nodes.map((node) => node.server.start(metaMemberProbe(node.name, nodes, true))));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed !== undefined) {
+    await cleanup();
+    const reason: unknown = failed.reason;
+    const message = reason instanceof Error ? reason.message : String(reason);
+    throw new TestingError(TestingErrorCodes.NatsClusterStartFailed, `${size}-node cluster ${clusterName} did not start: ${message}`, { cause: reason });
+  }
+
+  const servers = nodes.map((node) => node.server);
+  return { servers, urls: servers.map((server) => server.url), cleanup };
+}
+
+/**
+ * Ready when this node knows the meta leader, the leader agrees, and the
+ * leader sees this node (or, with `allPeers`, every other node) as a current
+ * member of the meta group.
+ */
+function metaMemberProbe(self: string, nodes: readonly { name: string; server: ManagedNatsServer }[], allPeers: boolean): Probe {
+  return async (timeoutMs) => {
+    const me = nodes.find((node) => node.name === self);
+    if (me === undefined) return `unknown node ${self}`;
+    const mine = await readMetaCluster(me.server.monitorPort, timeoutMs);
+    if (mine.leader === undefined) return 'no JetStream meta leader yet';
+    const leader = nodes.find((node) => node.name === mine.leader);
+    if (leader === undefined) return `meta leader ${mine.leader} is not one of ours`;
+    if (leader.server.monitorPort === 0) return `meta leader ${mine.leader} has not reported its ports yet`;
+    const view = leader === me ? mine : await readMetaCluster(leader.server.monitorPort, timeoutMs);
+    if (view.leader !== mine.leader) return `${self} thinks ${mine.leader} leads, the leader thinks ${view.leader ?? 'nobody'} does`;
+    const current = new Set(view.replicas.filter((r) => r.current && !r.offline).map((r) => r.name));
+    current.add(leader.name);
+    const missing = allPeers ? nodes.filter((node) => !current.has(node.name)).map((node) => node.name) : current.has(self) ? [] : [self];
+    return missing.length === 0 ? undefined : `meta leader ${leader.name} does not see ${missing.join(', ')} as current`;
+  };
+}
+
+function renderConfig(c: { name: string; clusterName: string; routePort: number; peers: readonly string[] }): string {
+  // JSON strings are valid NATS config strings. Ports, store dir and JetStream
+  // come from the command line so the launcher treats every node alike.
+  const q = (s: string) => JSON.stringify(s);
+  return [
+    `server_name: ${q(c.name)}`,
+    'cluster {',
+    `  name: ${q(c.clusterName)}`,
+    `  listen: ${q(`${LOOPBACK}:${c.routePort}`)}`,
+    `  routes: [${c.peers.map(q).join(', ')}]`,
+    '}',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,252 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { releaseDir, spawnTracked, trackOwnedDir, type SpawnedChild } from './children.js';
+import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.js';
+import { findNatsServerBinary } from './find-binary.js';
+import { LOOPBACK, readPortsFile, removePortsFile } from './ports.js';
+import { healthzProbe, jetStreamApiProbe, pollUntilReady, type Probe } from './readiness.js';
+
+/** Options of {@link startNatsServer}. */
+export interface NatsServerOptions {
+  /** Enable JetStream (`-js`). Default true. */
+  jetstream?: boolean;
+  /** Store dir (`-sd`), also where the ports file goes. Default: a fresh mkdtemp under os.tmpdir(), removed by cleanup(). A dir you pass is never removed. */
+  storeDir?: string;
+  /** Client port. Default: random (`-p -1`), then pinned for restart(). */
+  port?: number;
+  /** Appended to the command line, e.g. `['-DV']`. */
+  extraArgs?: readonly string[];
+  /** How long start() and restart() wait for readiness. Default 10000. */
+  readyTimeoutMs?: number;
+}
+
+/** A real nats-server child process on 127.0.0.1. */
+export interface NatsServer {
+  /** `nats://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly port: number;
+  readonly monitorPort: number;
+  readonly storeDir: string;
+  /** Undefined while stopped. */
+  readonly pid: number | undefined;
+  /** SIGTERM and wait for exit; SIGKILL if still running after 5 s. No-op when stopped. */
+  stop(): Promise<void>;
+  /** SIGKILL and wait for exit: a crash, as far as the store knows. No-op when stopped. */
+  kill(): Promise<void>;
+  /**
+   * Starts again on the same client port, monitor port and store dir (and
+   * cluster routes); stops first if running. Resolves when ready, JetStream
+   * included. Rejects `nats_server_disposed` after cleanup(), else
+   * `nats_server_start_failed` / `nats_server_ready_timeout`.
+   */
+  restart(): Promise<void>;
+  /** Stops if running and removes the store dir if we created it. Idempotent. */
+  cleanup(): Promise<void>;
+}
+
+const STDERR_TAIL_LINES = 50;
+const STOP_GRACE_MS = 5_000;
+
+/** How to launch one server; shared by {@link startNatsServer} and the cluster launcher. */
+export interface LaunchSpec {
+  readonly bin: string;
+  /** Store dir and ports-file dir. */
+  readonly dir: string;
+  /** Remove `dir` on cleanup(). */
+  readonly ownsDir: boolean;
+  readonly jetstream: boolean;
+  readonly port: number | undefined;
+  readonly monitorPort: number | undefined;
+  readonly configFile: string | undefined;
+  readonly extraArgs: readonly string[];
+  readonly readyTimeoutMs: number;
+}
+
+type State =
+  | { readonly t: 'stopped' }
+  | { readonly t: 'running'; readonly proc: SpawnedChild; readonly pid: number }
+  | { readonly t: 'disposed' };
+
+export class ManagedNatsServer implements NatsServer {
+  readonly #spec: LaunchSpec;
+  #state: State = { t: 'stopped' };
+  #port: number | undefined;
+  #monitorPort: number | undefined;
+  /** stop/kill/restart/cleanup run one at a time, in call order. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #cleanup: Promise<void> | undefined;
+  #readyProbe: Probe | undefined;
+
+  constructor(spec: LaunchSpec) {
+    this.#spec = spec;
+    this.#port = spec.port;
+    this.#monitorPort = spec.monitorPort;
+    if (spec.ownsDir) trackOwnedDir(spec.dir);
+  }
+
+  get url(): string {
+    return `nats://${LOOPBACK}:${this.port}`;
+  }
+  get port(): number {
+    return this.#port ?? 0;
+  }
+  get monitorPort(): number {
+    return this.#monitorPort ?? 0;
+  }
+  get storeDir(): string {
+    return this.#spec.dir;
+  }
+  get pid(): number | undefined {
+    return this.#state.t === 'running' ? this.#state.pid : undefined;
+  }
+
+  stop(): Promise<void> {
+    return this.#serial(() => this.#terminate('SIGTERM'));
+  }
+
+  kill(): Promise<void> {
+    return this.#serial(() => this.#terminate('SIGKILL'));
+  }
+
+  restart(): Promise<void> {
+    return this.#serial(async () => {
+      if (this.#state.t === 'disposed') {
+        throw new TestingError(TestingErrorCodes.NatsServerDisposed, `nats-server on port ${this.port} was cleaned up; it cannot restart`);
+      }
+      await this.#terminate('SIGTERM');
+      await this.start();
+    });
+  }
+
+  cleanup(): Promise<void> {
+    this.#cleanup ??= this.#serial(async () => {
+      await this.#terminate('SIGTERM');
+      this.#state = { t: 'disposed' };
+      if (this.#spec.ownsDir) {
+        await rm(this.#spec.dir, { recursive: true, force: true, maxRetries: 3 });
+        releaseDir(this.#spec.dir);
+      }
+    });
+    return this.#cleanup;
+  }
+
+  /** An extra readiness check for every later start (the cluster's meta-group membership). */
+  setReadyProbe(probe: Probe): void {
+    this.#readyProbe = probe;
+  }
+
+  /**
+   * Spawns the server and waits until it is ready. On failure the process is
+   * SIGKILLed and the error carries its stderr tail. Not serialized: callers
+   * are the factory (before anyone holds the object) and restart().
+   */
+  async start(extraProbe: Probe | undefined = this.#readyProbe): Promise<void> {
+    const spec = this.#spec;
+    const args = [
+      '-a', LOOPBACK,
+      '-p', String(this.#port ?? -1),
+      '-m', String(this.#monitorPort ?? -1),
+      ...(spec.jetstream ? ['-js', '-sd', spec.dir] : []),
+      '--ports_file_dir', spec.dir,
+      ...(spec.configFile === undefined ? [] : ['-c', spec.configFile]),
+      ...spec.extraArgs,
+    ];
+    const proc = spawnTracked(spec.bin, args, STDERR_TAIL_LINES);
+    const fail = async (code: typeof TestingErrorCodes.NatsServerStartFailed | typeof TestingErrorCodes.NatsServerReadyTimeout, message: string, cause?: unknown) => {
+      proc.child.kill('SIGKILL');
+      await proc.drained;
+      if (this.#state.t === 'running' && this.#state.proc === proc) this.#state = { t: 'stopped' };
+      if (proc.pid !== undefined) await removePortsFile(spec.dir, proc.pid);
+      return new NatsServerStartError(code, message, { stderrTail: proc.tail.lines(), args, pid: proc.pid, cause });
+    };
+
+    if (proc.pid === undefined) {
+      const err = await proc.spawnError;
+      throw await fail(TestingErrorCodes.NatsServerStartFailed, `could not spawn ${spec.bin}: ${err.message}`, err);
+    }
+    const pid = proc.pid;
+    this.#state = { t: 'running', proc, pid };
+    void proc.exited.then(async () => {
+      if (this.#state.t === 'running' && this.#state.pid === pid) this.#state = { t: 'stopped' };
+      // A SIGKILLed server leaves its ports file; a stale one could confuse a later pid.
+      await removePortsFile(spec.dir, pid).catch(() => undefined);
+    });
+
+    const deadline = Date.now() + spec.readyTimeoutMs;
+    const shouldStop = () => (proc.hasExited() ? 'exited' : undefined);
+    const wait = async (what: string, probe: Probe) => {
+      const res = await pollUntilReady(probe, { deadline, shouldStop });
+      if (res.ok) return;
+      if (res.stopped) {
+        const { code, signal } = await proc.exited;
+        throw await fail(TestingErrorCodes.NatsServerStartFailed, `nats-server (pid ${pid}) exited with ${signal ?? `code ${code}`} before it was ready (${what})`);
+      }
+      throw await fail(TestingErrorCodes.NatsServerReadyTimeout, `nats-server (pid ${pid}) not ready after ${spec.readyTimeoutMs}ms (${what}): ${res.reason}`);
+    };
+
+    await wait('waiting for its ports file', async () => {
+      const ports = await readPortsFile(spec.dir, pid);
+      if (ports?.monitorPort === undefined) return 'no ports file yet';
+      this.#port = ports.clientPort;
+      this.#monitorPort = ports.monitorPort;
+      return undefined;
+    });
+    await wait('GET /healthz', healthzProbe(this.monitorPort));
+    if (spec.jetstream) await wait('JetStream API account info', jetStreamApiProbe(this.url));
+    if (extraProbe !== undefined) await wait('cluster check', extraProbe);
+  }
+
+  async #terminate(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+    const state = this.#state;
+    if (state.t !== 'running') return;
+    const { child, exited } = state.proc;
+    child.kill(signal);
+    // Go's runtime can take a while to act on SIGTERM on a loaded box, and
+    // JetStream flushes on shutdown; past the grace period, crash it.
+    const timer = signal === 'SIGTERM' ? setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS) : undefined;
+    await exited;
+    clearTimeout(timer);
+    await state.proc.drained;
+    await removePortsFile(this.#spec.dir, state.pid).catch(() => undefined);
+  }
+
+  #serial<T>(op: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(op, op);
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/**
+ * Starts a nats-server on 127.0.0.1 with random client and monitor ports and,
+ * by default, JetStream on a fresh store dir. Resolves once the server is
+ * ready (JetStream API answering). Call cleanup() when done.
+ *
+ * @throws NatsServerNotFoundError `nats_server_not_found`
+ * @throws NatsServerStartError `nats_server_start_failed` | `nats_server_ready_timeout`, with the server's stderr tail
+ */
+export async function startNatsServer(opts: NatsServerOptions = {}): Promise<NatsServer> {
+  const bin = findNatsServerBinary();
+  const ownsDir = opts.storeDir === undefined;
+  const dir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'tether-nats-')));
+  if (!ownsDir) await mkdir(dir, { recursive: true });
+  const server = new ManagedNatsServer({
+    bin,
+    dir,
+    ownsDir,
+    jetstream: opts.jetstream ?? true,
+    port: opts.port,
+    monitorPort: undefined,
+    configFile: undefined,
+    extraArgs: opts.extraArgs ?? [],
+    readyTimeoutMs: opts.readyTimeoutMs ?? 10_000,
+  });
+  try {
+    await server.start();
+  } catch (err) {
+    await server.cleanup();
+    throw err;
+  }
+  return server;
+}

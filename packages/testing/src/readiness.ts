@@ -1,0 +1,109 @@
+import { request } from 'node:http';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { LOOPBACK } from './ports.js';
+
+/** A readiness probe: undefined when ready, else why not (kept for the timeout error). */
+export type Probe = (timeoutMs: number) => Promise<string | undefined>;
+
+/**
+ * GET /healthz on the monitor port. In 2.9.x it answers 200 only once the
+ * server accepts clients and, with JetStream, once JetStream is enabled; in a
+ * cluster it also needs contact with a meta leader and this node's streams
+ * and consumers to be current, which is what a restarted member must reach.
+ */
+export function healthzProbe(monitorPort: number): Probe {
+  return async (timeoutMs) => {
+    const res = await httpGet(monitorPort, '/healthz', timeoutMs);
+    return res.status === 200 ? undefined : `/healthz ${res.status}: ${res.body.trim().slice(0, 300)}`;
+  };
+}
+
+/**
+ * Asks the JetStream API for account info through `url`, on a fresh
+ * connection that never reconnects. This is the check clients depend on: it
+ * fails until JetStream has recovered its store and (clustered) a meta leader
+ * answers.
+ */
+export function jetStreamApiProbe(url: string): Probe {
+  return async (timeoutMs) => {
+    const nc = await connect({ servers: url, reconnect: false, timeout: timeoutMs, ignoreClusterUpdates: true, name: 'tether-testing-readiness' });
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: timeoutMs, checkAPI: false });
+      await jsm.getAccountInfo();
+      return undefined;
+    } finally {
+      await nc.close();
+    }
+  };
+}
+
+/** The part of /jsz that says who leads the JetStream meta group. */
+export interface MetaClusterState {
+  readonly leader: string | undefined;
+  readonly clusterSize: number | undefined;
+  /** Peers as the leader sees them (the leader itself is not listed). */
+  readonly replicas: readonly { readonly name: string; readonly current: boolean; readonly offline: boolean }[];
+}
+
+/** GET /jsz and pick out `meta_cluster`. */
+export async function readMetaCluster(monitorPort: number, timeoutMs: number): Promise<MetaClusterState> {
+  const res = await httpGet(monitorPort, '/jsz', timeoutMs);
+  if (res.status !== 200) throw new Error(`/jsz ${res.status}: ${res.body.slice(0, 300)}`);
+  const meta = (JSON.parse(res.body) as { meta_cluster?: Record<string, unknown> }).meta_cluster ?? {};
+  const replicas = Array.isArray(meta['replicas']) ? (meta['replicas'] as Record<string, unknown>[]) : [];
+  return {
+    leader: typeof meta['leader'] === 'string' && meta['leader'] !== '' ? meta['leader'] : undefined,
+    clusterSize: typeof meta['cluster_size'] === 'number' ? meta['cluster_size'] : undefined,
+    replicas: replicas.map((r) => ({ name: String(r['name']), current: r['current'] === true, offline: r['offline'] === true })),
+  };
+}
+
+/**
+ * Runs `probe` until it reports ready, `shouldStop` returns a reason, or the
+ * deadline passes. Backs off from 25 ms to 250 ms: fast when the server is
+ * quick, gentle on a 2-core machine when it is not. Resolves undefined on
+ * success, else the last reason (a timeout or the stop reason).
+ */
+export async function pollUntilReady(
+  probe: Probe,
+  opts: { deadline: number; shouldStop: () => string | undefined },
+): Promise<{ ok: true } | { ok: false; stopped: boolean; reason: string }> {
+  let delayMs = 25;
+  let last = 'not probed yet';
+  for (;;) {
+    const stop = opts.shouldStop();
+    if (stop !== undefined) return { ok: false, stopped: true, reason: stop };
+    const remaining = opts.deadline - Date.now();
+    if (remaining <= 0) return { ok: false, stopped: false, reason: last };
+    try {
+      const reason = await probe(Math.max(100, Math.min(2_000, remaining)));
+      if (reason === undefined) return { ok: true };
+      last = reason;
+    } catch (err) {
+      last = err instanceof Error ? err.message : String(err);
+    }
+    await sleep(Math.min(delayMs, Math.max(0, opts.deadline - Date.now())));
+    delayMs = Math.min(250, delayMs * 2);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((done) => setTimeout(done, ms));
+}
+
+/** Plain GET on loopback without keep-alive, so no socket outlives the probe. */
+function httpGet(port: number, path: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolveRes, reject) => {
+    const req = request({ host: LOOPBACK, port, path, method: 'GET', agent: false, timeout: timeoutMs, headers: { connection: 'close' } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolveRes({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`GET ${path} timed out after ${timeoutMs}ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -1,0 +1,283 @@
+import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager, type JetStreamClient, type PubAck } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  findNatsServerBinary,
+  isNatsServerNotFound,
+  NatsServerStartError,
+  startNatsCluster,
+  startNatsServer,
+  TestingErrorCodes,
+  type NatsCluster,
+  type NatsServer,
+} from '@tether/testing';
+import { resolveNatsServerBinary } from '../src/find-binary.js';
+
+// Real nats-server processes, no mocks. Each describe owns its servers because
+// several of them kill and restart.
+
+const connections: NatsConnection[] = [];
+async function connectTo(servers: string | readonly string[]): Promise<NatsConnection> {
+  const nc = await connect({ servers: typeof servers === 'string' ? servers : [...servers], maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+  connections.push(nc);
+  return nc;
+}
+async function closeConnections(): Promise<void> {
+  await Promise.all(connections.splice(0).map((nc) => nc.close()));
+}
+
+function pidIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Publish with ack, retrying while a stream leader is being (re-)elected. */
+async function publishWithRetry(js: JetStreamClient, subject: string, data: string, budgetMs = 30_000): Promise<PubAck> {
+  const deadline = Date.now() + budgetMs;
+  for (;;) {
+    try {
+      return await js.publish(subject, data, { timeout: 2_000 });
+    } catch (err) {
+      // During an election the client reports no responders as "jetstream is
+      // not enabled", or times out. Anything still failing at the deadline is real.
+      if (Date.now() > deadline) throw err;
+      await new Promise((done) => setTimeout(done, 200));
+    }
+  }
+}
+
+describe('findNatsServerBinary', () => {
+  let scratch: string;
+  beforeAll(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'tether-find-bin-'));
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+  afterAll(async () => {
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('finds the real binary on this machine, and it is executable', async () => {
+    const bin = findNatsServerBinary();
+    expect((await stat(bin)).mode & 0o111).not.toBe(0);
+  });
+
+  it('NATS_SERVER_BIN pointing at a missing file is a clear nats_server_not_found error', async () => {
+    const missing = join(scratch, 'no-such-nats-server');
+    vi.stubEnv('NATS_SERVER_BIN', missing);
+    let caught: unknown;
+    try {
+      findNatsServerBinary();
+    } catch (err) {
+      caught = err;
+    }
+    expect(isNatsServerNotFound(caught)).toBe(true);
+    const message = (caught as Error).message;
+    expect(message).toContain(missing);
+    expect(message).toContain('does not exist');
+    expect(message).toContain('apt-get install -y nats-server');
+    expect(message).toContain('https://github.com/nats-io/nats-server/releases');
+    expect(message).toContain('NATS_SERVER_BIN=/path/to/nats-server');
+    // The factories surface the same error before spawning anything.
+    await expect(startNatsServer()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerNotFound });
+    await expect(startNatsCluster()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerNotFound });
+  });
+
+  it('NATS_SERVER_BIN pointing at a non-executable file is rejected, not ignored', async () => {
+    const notExecutable = join(scratch, 'nats-server-not-exec');
+    await writeFile(notExecutable, '#!/bin/sh\n');
+    await chmod(notExecutable, 0o644);
+    expect(() => resolveNatsServerBinary({ env: { NATS_SERVER_BIN: notExecutable, PATH: '/usr/sbin' }, fallbackDirs: ['/usr/sbin'] })).toThrow(
+      /is not executable/,
+    );
+  });
+
+  it('empty PATH and no fallback hit gives nats_server_not_found listing where it looked', () => {
+    const emptyDir = join(scratch, 'empty');
+    let caught: unknown;
+    try {
+      resolveNatsServerBinary({ env: { PATH: '' }, fallbackDirs: [emptyDir] });
+    } catch (err) {
+      caught = err;
+    }
+    expect(isNatsServerNotFound(caught)).toBe(true);
+    expect(caught).toMatchObject({ code: 'nats_server_not_found', searched: [join(emptyDir, 'nats-server')] });
+    expect((caught as Error).message).toContain('apt-get install -y nats-server');
+  });
+
+  it('searches PATH first, then the fallback dirs', async () => {
+    const onPath = join(scratch, 'on-path');
+    const fallback = join(scratch, 'fallback');
+    for (const dir of [onPath, fallback]) {
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, 'nats-server'), '#!/bin/sh\n');
+      await chmod(join(dir, 'nats-server'), 0o755);
+    }
+    expect(resolveNatsServerBinary({ env: { PATH: `relative/dir:${onPath}` }, fallbackDirs: [fallback] })).toBe(join(onPath, 'nats-server'));
+    expect(resolveNatsServerBinary({ env: { PATH: join(scratch, 'empty') }, fallbackDirs: [fallback] })).toBe(join(fallback, 'nats-server'));
+  });
+});
+
+describe('startNatsServer: single node', () => {
+  let server: NatsServer;
+  beforeAll(async () => {
+    server = await startNatsServer();
+  });
+  afterAll(async () => {
+    await closeConnections();
+    await server.cleanup();
+  });
+
+  it('starts on random loopback ports and accepts a JetStream publish with ack', async () => {
+    expect(server.url).toBe(`nats://127.0.0.1:${server.port}`);
+    expect(server.port).toBeGreaterThan(0);
+    expect(server.port).not.toBe(4222);
+    expect(server.monitorPort).toBeGreaterThan(0);
+    expect(server.pid).toBeTypeOf('number');
+
+    const nc = await connectTo(server.url);
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'single', subjects: ['single.>'] });
+    const ack = await jetstream(nc).publish('single.a', 'hello');
+    expect(ack).toMatchObject({ stream: 'single', seq: 1 });
+  });
+
+  it('kill() then restart() keeps the port, the stream and its messages', async () => {
+    const before = { port: server.port, monitorPort: server.monitorPort, storeDir: server.storeDir, pid: server.pid };
+    const nc = await connectTo(server.url);
+    const js = jetstream(nc);
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'durable', subjects: ['durable.>'] });
+    for (const word of ['one', 'two', 'three']) await js.publish('durable.x', word);
+
+    await server.kill();
+    expect(server.pid).toBeUndefined();
+    expect(pidIsAlive(before.pid ?? -1)).toBe(false);
+
+    await server.restart();
+    expect(server.pid).toBeTypeOf('number');
+    expect(server.pid).not.toBe(before.pid);
+    expect({ port: server.port, monitorPort: server.monitorPort, storeDir: server.storeDir }).toEqual({
+      port: before.port,
+      monitorPort: before.monitorPort,
+      storeDir: before.storeDir,
+    });
+
+    // A fresh connection: the recovered store is what the server now has.
+    const nc2 = await connectTo(server.url);
+    const jsm2 = await jetstreamManager(nc2);
+    const info = await jsm2.streams.info('durable');
+    expect(info.state.messages).toBe(3);
+    const words: string[] = [];
+    for (let seq = 1; seq <= 3; seq += 1) words.push((await jsm2.streams.getMessage('durable', { seq }))?.string() ?? `<missing ${seq}>`);
+    expect(words).toEqual(['one', 'two', 'three']);
+    expect(await jetstream(nc2).publish('durable.x', 'four')).toMatchObject({ seq: 4 });
+  });
+
+  it('stop() waits for exit and leaves pid undefined; stop() again is a no-op', async () => {
+    const pid = server.pid;
+    await server.stop();
+    expect(server.pid).toBeUndefined();
+    expect(pidIsAlive(pid ?? -1)).toBe(false);
+    await server.stop();
+    await server.kill();
+    await server.restart();
+    expect(server.pid).toBeTypeOf('number');
+  });
+});
+
+describe('startNatsServer: lifecycle edges', () => {
+  it('cleanup() removes the temp store dir, is idempotent, and restart() afterwards is nats_server_disposed', async () => {
+    const server = await startNatsServer({ jetstream: false });
+    const dir = server.storeDir;
+    await Promise.all([server.cleanup(), server.cleanup()]);
+    await server.cleanup();
+    expect(server.pid).toBeUndefined();
+    await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(server.restart()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerDisposed });
+  });
+
+  it('a store dir the caller passes is used and kept', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tether-own-store-'));
+    try {
+      const server = await startNatsServer({ storeDir: dir });
+      expect(server.storeDir).toBe(dir);
+      await server.cleanup();
+      expect((await stat(join(dir, 'jetstream'))).isDirectory()).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a server that exits during startup fails with nats_server_start_failed and its stderr tail', async () => {
+    const err: unknown = await startNatsServer({ jetstream: false, extraArgs: ['--no_such_flag'] }).then(
+      () => new Error('expected startNatsServer to fail'),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(NatsServerStartError);
+    expect(err).toMatchObject({ code: TestingErrorCodes.NatsServerStartFailed });
+    expect((err as NatsServerStartError).stderrTail.join('\n')).toContain('flag provided but not defined');
+    expect((err as Error).message).toContain('flag provided but not defined');
+  });
+});
+
+describe('startNatsCluster: 3 nodes', () => {
+  let cluster: NatsCluster;
+  beforeAll(async () => {
+    cluster = await startNatsCluster();
+  });
+  afterAll(async () => {
+    await closeConnections();
+    await cluster.cleanup();
+  });
+
+  it('creates an R3 stream right away, keeps publishing when the stream leader is killed, and the node rejoins', async () => {
+    expect(cluster.servers).toHaveLength(3);
+    expect(new Set(cluster.urls).size).toBe(3);
+
+    const nc = await connectTo(cluster.urls);
+    const jsm = await jetstreamManager(nc);
+    const js = jetstream(nc);
+    await jsm.streams.add({ name: 'r3', subjects: ['r3.>'], num_replicas: 3 });
+    for (let i = 1; i <= 5; i += 1) expect(await js.publish('r3.a', `m${i}`)).toMatchObject({ seq: i });
+
+    // Kill the node that leads the stream: the worst case for a writer.
+    const leaderName = (await jsm.streams.info('r3')).cluster?.leader ?? '';
+    const victimIndex = Number(/-n(\d+)$/.exec(leaderName)?.[1]) - 1;
+    const victim = cluster.servers[victimIndex];
+    if (victim === undefined) throw new Error(`cannot map stream leader ${leaderName} to a node`);
+    await victim.kill();
+
+    expect(await publishWithRetry(js, 'r3.a', 'm6')).toMatchObject({ seq: 6 });
+    const during = await jsm.streams.info('r3');
+    expect(during.cluster?.leader).not.toBe(leaderName);
+
+    await victim.restart();
+    expect(victim.pid).toBeTypeOf('number');
+    expect(await publishWithRetry(js, 'r3.a', 'm7')).toMatchObject({ seq: 7 });
+
+    // The restarted node catches up: every replica reports current with all 7 messages.
+    await expect
+      .poll(
+        async () => {
+          const info = await jsm.streams.info('r3');
+          return { messages: info.state.messages, replicas: (info.cluster?.replicas ?? []).map((r) => r.current) };
+        },
+        { timeout: 20_000, interval: 250 },
+      )
+      .toEqual({ messages: 7, replicas: [true, true] });
+
+    // Clients connected to the restarted node reach JetStream again.
+    const viaVictim = await connectTo(victim.url);
+    const msg = await (await jetstreamManager(viaVictim)).streams.getMessage('r3', { seq: 6 });
+    expect(msg?.string()).toBe('m6');
+  });
+});

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+
+// One run covers every workspace. Tests import workspace packages by name; the
+// aliases point them at source so a test never runs against a stale build
+// (`npm test` still runs `tsc -b` first, so types are checked).
+const pkg = (name: string) => new URL(`./packages/${name}/src/index.ts`, import.meta.url).pathname;
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      '@tether/protocol': pkg('protocol'),
+      '@tether/testing': pkg('testing'),
+      '@tether/session-log': pkg('session-log'),
+    },
+  },
+  test: {
+    include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    // Integration files start their own nats-server processes; two cores do not
+    // like more than a few at once.
+    maxWorkers: 2,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    reporters: ['default', './test/support/summary-reporter.ts'],
+  },
+});
