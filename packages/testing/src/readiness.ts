@@ -62,28 +62,29 @@ export async function readMetaCluster(monitorPort: number, timeoutMs: number): P
 /**
  * Runs `probe` until it reports ready, `shouldStop` returns a reason, or the
  * deadline passes. Backs off from 25 ms to 250 ms: fast when the server is
- * quick, gentle on a 2-core machine when it is not. Resolves undefined on
- * success, else the last reason (a timeout or the stop reason).
+ * quick, gentle on a 2-core machine when it is not. On failure, `reason` is
+ * the stop reason or, on timeout, what the last probe said.
  */
 export async function pollUntilReady(
   probe: Probe,
   opts: { deadline: number; shouldStop: () => string | undefined },
 ): Promise<{ ok: true } | { ok: false; stopped: boolean; reason: string }> {
   let delayMs = 25;
-  let last = 'not probed yet';
   for (;;) {
     const stop = opts.shouldStop();
     if (stop !== undefined) return { ok: false, stopped: true, reason: stop };
-    const remaining = opts.deadline - Date.now();
-    if (remaining <= 0) return { ok: false, stopped: false, reason: last };
+    // Always probe at least once, even with a tiny budget.
+    const budgetMs = Math.max(100, Math.min(2_000, opts.deadline - Date.now()));
+    let reason: string | undefined;
     try {
-      const reason = await probe(Math.max(100, Math.min(2_000, remaining)));
-      if (reason === undefined) return { ok: true };
-      last = reason;
+      reason = await probe(budgetMs);
     } catch (err) {
-      last = err instanceof Error ? err.message : String(err);
+      reason = err instanceof Error ? err.message : String(err);
     }
-    await sleep(Math.min(delayMs, Math.max(0, opts.deadline - Date.now())));
+    if (reason === undefined) return { ok: true };
+    const remaining = opts.deadline - Date.now();
+    if (remaining <= 0) return { ok: false, stopped: false, reason };
+    await sleep(Math.min(delayMs, remaining));
     delayMs = Math.min(250, delayMs * 2);
   }
 }

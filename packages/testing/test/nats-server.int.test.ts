@@ -227,6 +227,18 @@ describe('startNatsServer: lifecycle edges', () => {
     expect((err as NatsServerStartError).stderrTail.join('\n')).toContain('flag provided but not defined');
     expect((err as Error).message).toContain('flag provided but not defined');
   });
+
+  it('a server not ready in time fails with nats_server_ready_timeout, and the process is gone', async () => {
+    const err: unknown = await startNatsServer({ readyTimeoutMs: 1 }).then(
+      () => new Error('expected startNatsServer to time out'),
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: TestingErrorCodes.NatsServerReadyTimeout });
+    expect((err as Error).message).toContain('not ready after 1ms');
+    const pid = (err as NatsServerStartError).pid;
+    expect(pid).toBeTypeOf('number');
+    expect(pidIsAlive(pid ?? -1)).toBe(false);
+  });
 });
 
 describe('startNatsCluster: 3 nodes', () => {
