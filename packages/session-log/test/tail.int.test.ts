@@ -1,0 +1,162 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createFollowStats } from '@tether/session-log';
+import type { LogEvent, SessionLog } from '@tether/session-log';
+import { ALICE, bytes, sleep, startLogFixture } from './fixtures.js';
+import type { LogFixture } from './fixtures.js';
+
+let fx: LogFixture;
+let log: SessionLog;
+beforeAll(async () => {
+  fx = await startLogFixture();
+  log = await fx.open({ liveBufferMax: 128, readBatch: 32 });
+});
+afterAll(async () => {
+  await fx.teardown();
+});
+
+/** Deterministic PRNG so a failure can be replayed (seed printed on failure). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('replay then live, without a seam', () => {
+  it('readers resuming at random cursors during appends each see exactly the contiguous suffix', async () => {
+    const seed = Number(process.env.TETHER_SEED ?? Date.now() % 1_000_000);
+    const random = rng(seed);
+    const session = await log.createSession(ALICE);
+    const stream = log.newStreamId();
+    const total = 3_000;
+    const ids: string[] = [];
+    const readers: Promise<{ cursorIndex: number; got: string[] }>[] = [];
+    const producer = (async () => {
+      for (let i = 1; i <= total; i += 1) {
+        const kind = i === total ? 'end' : 'event';
+        ids.push((await log.append(session.sessionId, stream, kind, bytes(`{"i":${i}}`))).id);
+        if (i % 300 === 150) {
+          // Start a reader at a random cursor already written, at a random moment.
+          const cursorIndex = Math.floor(random() * ids.length);
+          readers.push(
+            (async () => {
+              const result = await log.resume(session.sessionId, ids[cursorIndex]!, ALICE);
+              if (result.verdict !== 'resumed') throw new Error(`seed ${seed}: verdict ${result.verdict}`);
+              const got: string[] = [];
+              for await (const event of result.events()) {
+                got.push(event.id);
+                // Some readers are slow for a while, so they cross the seam late.
+                if (random() < 0.01) await sleep(5);
+              }
+              return { cursorIndex, got };
+            })(),
+          );
+        }
+      }
+    })();
+    await producer;
+    const results = await Promise.all(readers);
+    expect(results).toHaveLength(10);
+    for (const { cursorIndex, got } of results) {
+      expect(got, `seed ${seed}, cursor index ${cursorIndex}`).toEqual(ids.slice(cursorIndex + 1));
+    }
+  });
+
+  it('a reader at 1/20 of the producer rate loses nothing and holds a bounded buffer (10,000 events)', async () => {
+    const session = await log.createSession(ALICE);
+    const stream = log.newStreamId();
+    const total = 10_000;
+    const ids: string[] = [];
+    let producing = true;
+    const started = Date.now();
+    const producer = (async () => {
+      // Two in flight keeps the writer's queue busy; order is still call order.
+      for (let i = 1; i <= total; i += 2) {
+        const batch = [log.append(session.sessionId, stream, 'event', bytes(String(i)))];
+        const kind = i + 1 === total ? 'end' : 'event';
+        batch.push(log.append(session.sessionId, stream, kind, bytes(String(i + 1))));
+        for (const r of await Promise.all(batch)) ids.push(r.id);
+      }
+      producing = false;
+    })();
+    // Wait for the first event so the reader has a cursor, then read slowly.
+    while (ids.length === 0) await sleep(5);
+    const stats = createFollowStats();
+    const first = ids[0]!;
+    const result = await log.resume(session.sessionId, first, ALICE);
+    if (result.verdict !== 'resumed') throw new Error(result.verdict);
+    const got: LogEvent[] = [];
+    for await (const event of result.events({ stats })) {
+      got.push(event);
+      if (producing) {
+        // Producer rate so far, divided by 20, as the reader's pace.
+        const producerRate = ids.length / Math.max(1, Date.now() - started);
+        await sleep(Math.max(1, 20 / producerRate));
+      }
+    }
+    await producer;
+    expect(got.map((e) => e.id)).toEqual(ids.slice(1));
+    expect(stats.liveHighWater).toBeLessThanOrEqual(128);
+    // It fell behind while the producer ran, and caught up from the log.
+    expect(stats.liveOverflows).toBeGreaterThan(0);
+    expect(stats.fromLog).toBeGreaterThan(stats.fromLive);
+    process.stdout.write(`slow reader: ${JSON.stringify(stats)}\n`);
+  });
+
+  it('aborting a reader that waits for live events ends it promptly', async () => {
+    const session = await log.createSession(ALICE);
+    const first = await log.append(session.sessionId, '0', 'event', bytes('x'));
+    const result = await log.resume(session.sessionId, first.id, ALICE);
+    if (result.verdict !== 'resumed') throw new Error(result.verdict);
+    const controller = new AbortController();
+    const iterator = result.events({ signal: controller.signal });
+    const next = iterator.next();
+    await sleep(50);
+    controller.abort();
+    expect(await next).toEqual({ done: true, value: undefined });
+  });
+
+  it('closing the session ends its live readers with session_closed', async () => {
+    const session = await log.createSession(ALICE);
+    const first = await log.append(session.sessionId, '0', 'event', bytes('x'));
+    const result = await log.resume(session.sessionId, first.id, ALICE);
+    if (result.verdict !== 'resumed') throw new Error(result.verdict);
+    const next = result.events().next();
+    await sleep(50);
+    await log.closeSession(session.sessionId);
+    await expect(next).rejects.toMatchObject({ code: 'session_closed' });
+  });
+
+  it('a reader that falls behind retention ends with stream_truncated, never a silent skip', async () => {
+    const small = await fx.open({ maxMsgsPerStream: 20, readBatch: 4, liveBufferMax: 8 });
+    const session = await small.createSession(ALICE);
+    const first = await small.append(session.sessionId, '0', 'event', bytes('0'));
+    const result = await small.resume(session.sessionId, first.id, ALICE);
+    if (result.verdict !== 'resumed') throw new Error(result.verdict);
+    const iterator = result.events();
+    const seen: number[] = [];
+    let failure: unknown;
+    const reader = (async () => {
+      try {
+        for (;;) {
+          const step = await iterator.next();
+          if (step.done === true) return;
+          seen.push(step.value.seq);
+          await sleep(20);
+        }
+      } catch (err) {
+        failure = err;
+      }
+    })();
+    for (let i = 1; i <= 200; i += 1) await small.append(session.sessionId, '0', 'event', bytes(String(i)));
+    await small.append(session.sessionId, '0', 'end', new Uint8Array());
+    await reader;
+    expect(failure).toMatchObject({ code: 'stream_truncated' });
+    // Everything it did deliver was contiguous.
+    expect(seen).toEqual(Array.from({ length: seen.length }, (_, i) => i + 2));
+  });
+});
