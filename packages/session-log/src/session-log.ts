@@ -21,7 +21,7 @@ import { ensureLog, unavailable } from './setup.js';
 import { createSubjects, ControlType } from './wire.js';
 import type { ControlMessage } from './wire.js';
 import { StreamWriter } from './writer.js';
-import type { AppendOptions, AppendResult } from './writer.js';
+import type { AppendOptions, AppendResult, InDoubtAppend } from './writer.js';
 
 export interface CreateSessionLogOptions extends SessionLogOptions {
   /** An open connection to use (not closed by `close()`); otherwise one is opened to `servers`. */
@@ -49,6 +49,8 @@ export class SessionLog {
   readonly #ctx: LogContext;
   readonly #ownsConnection: boolean;
   readonly #writers = new Map<string, Promise<StreamWriter>>();
+  /** Appends whose outcome is unknown, per stream, settled by the next writer. */
+  readonly #inDoubt = new Map<string, InDoubtAppend>();
   readonly #maxOpenWriters: number;
 
   private constructor(ctx: LogContext, sessions: SessionRegistry, leases: LeaseTable, ownsConnection: boolean, maxOpenWriters: number) {
@@ -111,6 +113,7 @@ export class SessionLog {
     const record = await this.sessions.markClosed(sessionId);
     if (record === undefined) return false;
     for (const key of this.#writers.keys()) if (key.startsWith(`${sessionId}.`)) this.#writers.delete(key);
+    for (const key of this.#inDoubt.keys()) if (key.startsWith(`${sessionId}.`)) this.#inDoubt.delete(key);
     try {
       await this.#ctx.jsm.streams.purge(this.config.streamName, { filter: this.#ctx.subjects.sessionLogs(sessionId) });
     } catch (err) {
@@ -129,6 +132,10 @@ export class SessionLog {
    * Appends one event to a session stream and returns its event id once
    * JetStream acknowledged it. The first append to a stream on this instance
    * opens a writer positioned at the stream's current end.
+   *
+   * A `log_unavailable` failure means the outcome is unknown. Retrying the
+   * same call (same kind and bytes) is safe: if the first attempt landed,
+   * the retry returns its id instead of appending a duplicate.
    */
   async append(sessionId: string, stream: string, kind: EventKind, payload: Uint8Array, options?: AppendOptions): Promise<AppendResult> {
     const key = `${sessionId}.${stream}`;
@@ -145,6 +152,16 @@ export class SessionLog {
       this.#writers.delete(key);
       throw err;
     }
+    const doubt = this.#inDoubt.get(key);
+    if (doubt !== undefined) {
+      // The caller is retrying after an unknown outcome. If that append did
+      // land, appending again would duplicate it under a new seq.
+      this.#inDoubt.delete(key);
+      const landed = await writer.settle(doubt);
+      if (landed !== undefined && doubt.kind === kind && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
+        return landed;
+      }
+    }
     try {
       const result = await writer.append(kind, payload, options);
       if (writer.ended) this.#writers.delete(key);
@@ -152,6 +169,7 @@ export class SessionLog {
     } catch (err) {
       // A writer whose last outcome is unknown is rebuilt from the log next time.
       if (writer.broken || writer.ended) this.#writers.delete(key);
+      if (writer.inDoubt !== undefined) this.#inDoubt.set(key, writer.inDoubt);
       throw err;
     }
   }
@@ -209,6 +227,7 @@ export class SessionLog {
   /** Closes the connection if this log opened it. */
   async close(): Promise<void> {
     this.#writers.clear();
+    this.#inDoubt.clear();
     if (this.#ownsConnection) await this.#ctx.nc.drain().catch(() => undefined);
   }
 }

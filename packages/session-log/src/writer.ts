@@ -26,6 +26,14 @@ export interface AppendResult {
 
 const PUBLISH_ATTEMPTS = 3;
 
+/** An append whose outcome is unknown: every attempt timed out or lost its reply. */
+export interface InDoubtAppend {
+  readonly seq: number;
+  readonly prev: number;
+  readonly kind: EventKind;
+  readonly payload: Uint8Array;
+}
+
 /**
  * The single writer of one session stream. Appends are serialised: each one
  * names the previous event's position (`Tether-Prev`) and expects it to be
@@ -42,6 +50,7 @@ export class StreamWriter {
   #last: Cursor;
   #ended: boolean;
   #broken: SessionLogError | undefined;
+  #inDoubt: InDoubtAppend | undefined;
   #queue: Promise<unknown> = Promise.resolve();
 
   private constructor(ctx: LogContext, sessionId: string, stream: string, epoch: string, last: Cursor, ended: boolean) {
@@ -88,6 +97,30 @@ export class StreamWriter {
 
   get broken(): boolean {
     return this.#broken !== undefined;
+  }
+
+  /** The append that broke this writer with an unknown outcome, if that is how it broke. */
+  get inDoubt(): InDoubtAppend | undefined {
+    return this.#inDoubt;
+  }
+
+  /**
+   * Settles an in-doubt append of a previous writer of this stream: if the
+   * log's last event is exactly that append (same seq, prev, kind and bytes),
+   * it landed and its result is returned; otherwise it did not land. Matching
+   * on seq and prev, not only bytes, keeps two identical consecutive events
+   * apart.
+   */
+  async settle(doubt: InDoubtAppend): Promise<AppendResult | undefined> {
+    if (this.#last.seq !== doubt.seq) return undefined;
+    const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: this.#last.pos });
+    if (stored === null) return undefined;
+    const landed =
+      stored.header.get(LogHeader.prev) === String(doubt.prev) &&
+      stored.header.get(LogHeader.kind) === doubt.kind &&
+      Buffer.compare(Buffer.from(stored.data), Buffer.from(doubt.payload)) === 0;
+    if (!landed) return undefined;
+    return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq: doubt.seq, pos: this.#last.pos }), seq: doubt.seq, pos: this.#last.pos };
   }
 
   /** Appends one event; resolves once JetStream has acknowledged it. Calls are applied in call order. */
@@ -154,6 +187,7 @@ export class StreamWriter {
         // expectation: the server's duplicate window makes this idempotent.
       }
     }
+    this.#inDoubt = { seq, prev, kind, payload };
     throw this.#break(unavailable(lastErr));
   }
 

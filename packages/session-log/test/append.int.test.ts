@@ -111,6 +111,19 @@ describe('append', () => {
     await expect(writer.append('event', bytes('mine'))).rejects.toMatchObject({ code: 'writer_conflict' });
   });
 
+  it('settles an in-doubt append: landed only if seq, prev, kind and bytes all match the last event', async () => {
+    const s = await log.createSession(ALICE);
+    const a = await log.append(s.sessionId, '0', 'event', bytes('same'));
+    const b = await log.append(s.sessionId, '0', 'event', bytes('same'));
+    const writer = await log.openWriter(s.sessionId, '0');
+    // The doubtful append was seq 2 after pos a: it landed as b.
+    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('same') })).toEqual(b);
+    // Identical bytes one seq later did not land (two equal events stay two).
+    expect(await writer.settle({ seq: 3, prev: b.pos, kind: 'event', payload: bytes('same') })).toBeUndefined();
+    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('other') })).toBeUndefined();
+    expect(await writer.settle({ seq: 2, prev: a.pos + 1, kind: 'event', payload: bytes('same') })).toBeUndefined();
+  });
+
   it('refuses oversized payloads, bad stream ids and appends after the end marker, writing nothing', async () => {
     const s = await log.createSession(ALICE);
     const big = await log.append(s.sessionId, '0', 'event', new Uint8Array(64 * 1024 + 1)).catch((e: unknown) => e);
