@@ -9,7 +9,7 @@ import { resolveConfig } from './config.js';
 import type { SessionLogConfig, SessionLogOptions } from './config.js';
 import type { LogContext } from './context.js';
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { START_CURSOR } from './event.js';
+import { decodeLogEvent, START_CURSOR } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LeaseTable } from './leases.js';
 import { readPage } from './page.js';
@@ -212,6 +212,31 @@ export class SessionLog {
       throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     }
     yield* follow(this.#ctx, sessionId, stream, session.epoch, from, options);
+  }
+
+  /**
+   * The last event of a stream (`undefined` when it holds none), read from
+   * the leader: where a fresh GET starts following, and what a writer taking
+   * over needs (its seq, kind and last upstream id).
+   */
+  async head(sessionId: string, stream: string): Promise<LogEvent | undefined> {
+    assertStreamId(stream);
+    const session = await this.sessions.get(sessionId);
+    if (session === undefined || session.state !== 'active') {
+      throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
+    }
+    let last;
+    try {
+      last = await this.#ctx.jsm.streams.getMessage(this.config.streamName, { last_by_subj: this.#ctx.subjects.log(sessionId, stream) });
+    } catch (err) {
+      throw unavailable(err);
+    }
+    if (last === null) return undefined;
+    const decoded = decodeLogEvent(sessionId, stream, last.seq, last.header, last.data);
+    if (!decoded.ok || decoded.event.epoch !== session.epoch) {
+      throw new SessionLogError(SessionLogErrorCode.streamDiverged, 'the last event of the stream does not belong to this session epoch', { sessionId, stream, pos: last.seq });
+    }
+    return decoded.event;
   }
 
   /** Up to `limit` events of a stream after `afterSeq` (from the log only; for polling). */

@@ -88,13 +88,17 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number):
   // Restarts only need the restarted node back in the meta group; the first
   // start needs everyone (an R3 placement needs all three peers known).
   for (const node of nodes) node.server.setReadyProbe(metaMemberProbe(node.name, nodes, false));
-  const results = await Promise.allSettled(nodes.map((node) => node.server.start(metaMemberProbe(node.name, nodes, true))));
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed !== undefined) {
+  const starts = nodes.map((node) => node.server.start(metaMemberProbe(node.name, nodes, true)));
+  try {
+    await Promise.all(starts);
+  } catch (err) {
+    // Fail fast: without this node the others would wait out the whole
+    // timeout for a full meta group. cleanup() kills them, which ends their
+    // start() too.
     await cleanup();
-    const reason: unknown = failed.reason;
-    const message = reason instanceof Error ? reason.message : String(reason);
-    throw new TestingError(TestingErrorCodes.NatsClusterStartFailed, `${size}-node cluster ${clusterName} did not start: ${message}`, { cause: reason });
+    await Promise.allSettled(starts);
+    const message = err instanceof Error ? err.message : String(err);
+    throw new TestingError(TestingErrorCodes.NatsClusterStartFailed, `${size}-node cluster ${clusterName} did not start: ${message}`, { cause: err });
   }
 
   const servers = nodes.map((node) => node.server);

@@ -241,6 +241,64 @@ describe('startNatsServer: lifecycle edges', () => {
   });
 });
 
+describe('startNatsCluster: startup failures', () => {
+  let scratch: string;
+  beforeAll(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'tether-cluster-fail-'));
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+  afterAll(async () => {
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  /** A NATS_SERVER_BIN that makes node n2 die at startup `failures` times, then runs the real server. */
+  async function wrapper(name: string, failures: number, stderrLine: string): Promise<string> {
+    const counter = join(scratch, `${name}.count`);
+    const script = join(scratch, name);
+    await writeFile(
+      script,
+      [
+        '#!/bin/sh',
+        'case "$*" in',
+        `  */n2/nats-server.conf*)`,
+        `    n=$(cat '${counter}' 2>/dev/null || echo 0)`,
+        `    if [ "$n" -lt ${failures} ]; then echo $((n + 1)) > '${counter}'; echo '${stderrLine}' >&2; exit 1; fi;;`,
+        'esac',
+        `exec '${findNatsServerBinary()}' "$@"`,
+        '',
+      ].join('\n'),
+    );
+    await chmod(script, 0o755);
+    return script;
+  }
+
+  it('a node that dies fails the whole cluster fast with nats_cluster_start_failed and the node\'s stderr', async () => {
+    vi.stubEnv('NATS_SERVER_BIN', await wrapper('dies', 99, 'n2 cannot start: simulated'));
+    const startedAt = Date.now();
+    const err: unknown = await startNatsCluster({ readyTimeoutMs: 30_000 }).then(
+      () => new Error('expected startNatsCluster to fail'),
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: TestingErrorCodes.NatsClusterStartFailed });
+    expect((err as Error).cause).toBeInstanceOf(NatsServerStartError);
+    expect((err as Error).message).toContain('n2 cannot start: simulated');
+    // Fail fast: n1 and n3 are killed rather than waiting out readyTimeoutMs for n2.
+    expect(Date.now() - startedAt).toBeLessThan(20_000);
+  });
+
+  it('a route port taken in the pick-then-bind race is retried with fresh ports', async () => {
+    vi.stubEnv('NATS_SERVER_BIN', await wrapper('port-race', 1, 'listen tcp 127.0.0.1:1: bind: address already in use'));
+    const cluster = await startNatsCluster();
+    try {
+      expect(cluster.servers.every((server) => server.pid !== undefined)).toBe(true);
+    } finally {
+      await cluster.cleanup();
+    }
+  });
+});
+
 describe('startNatsCluster: 3 nodes', () => {
   let cluster: NatsCluster;
   beforeAll(async () => {

@@ -1,0 +1,1 @@
+export type { LogPort } from "./log/log-port.js";

@@ -1,0 +1,55 @@
+import type { EventKind } from '@tether/protocol';
+import type {
+  AppendOptions,
+  AppendResult,
+  ControlMessage,
+  Cursor,
+  FollowOptions,
+  Lease,
+  LogEvent,
+  ResumeResult,
+  SessionRecord,
+} from '@tether/session-log';
+
+/**
+ * Everything the gateway asks of the log, and nothing more. Two
+ * implementations: `createLocalLog` (the session-log library in-process, on
+ * JetStream) and `createGrpcLog` (the session-log service over gRPC, so the
+ * gateway holds no NATS credentials). The gateway's e2e suite runs in both.
+ *
+ * Errors are `SessionLogError`s with the library's codes in both modes.
+ */
+export interface LogPort {
+  /** Human-readable mode and target, for logs and /readyz. */
+  readonly describe: string;
+
+  createSession(principal: string, meta: Readonly<Record<string, string>>): Promise<SessionRecord>;
+  /** The active session owned by `principal`, else `session_not_found`. */
+  authorize(sessionId: string, principal: string): Promise<SessionRecord>;
+  /** Restarts the session's idle clock. */
+  touchSession(sessionId: string): Promise<void>;
+  /** Marks closed, purges, and tells every instance (control `closed`). False when unknown. */
+  closeSession(sessionId: string, from: string): Promise<boolean>;
+
+  append(sessionId: string, stream: string, kind: EventKind, payload: Uint8Array, options?: AppendOptions): Promise<AppendResult>;
+  /** The last event of a stream, or undefined when it has none. */
+  head(sessionId: string, stream: string): Promise<LogEvent | undefined>;
+
+  /** DESIGN section 7 classification; on `resumed`, `events()` yields the suffix. */
+  resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult>;
+  /** Events of a stream after `from`, replay then live, ending after its `end`. */
+  follow(sessionId: string, stream: string, from: Cursor, options?: FollowOptions): AsyncGenerator<LogEvent, void, undefined>;
+
+  acquireLease(sessionId: string, stream: string, owner: string, ttlMs: number): Promise<Lease>;
+  renewLease(lease: Lease, ttlMs: number): Promise<Lease>;
+  releaseLease(lease: Lease): Promise<void>;
+
+  /** Fire-and-forget control message to every instance following the session. */
+  publishControl(message: ControlMessage): void;
+  /** Control messages for one session until `signal` aborts. */
+  watchControl(sessionId: string, signal: AbortSignal): AsyncIterable<ControlMessage>;
+
+  /** True when the log can take requests (for /readyz). */
+  ready(): Promise<boolean>;
+  close(): Promise<void>;
+}
