@@ -17,6 +17,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     closeSession: (sessionId, from) => log.closeSession(sessionId, from),
     append: (sessionId, stream, kind, payload, appendOptions) => log.append(sessionId, stream, kind, payload, appendOptions),
     head: (sessionId, stream) => log.head(sessionId, stream),
+    readPage: (sessionId, stream, afterSeq, limit) => log.readPage(sessionId, stream, afterSeq, limit),
     resume: (sessionId, lastEventId, principal) => log.resume(sessionId, lastEventId, principal),
     follow: (sessionId, stream, from, followOptions) => log.follow(sessionId, stream, from, followOptions),
     acquireLease: (sessionId, stream, owner, ttlMs) => log.leases.acquire(sessionId, stream, owner, ttlMs),

@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+
+/** One route: a path the gateway serves and the upstream replicas behind it. */
+export interface Route {
+  readonly path: string;
+  readonly upstreams: readonly string[];
+}
+
+export interface GatewayConfig {
+  readonly host: string;
+  readonly port: number;
+  /** NATS servers for the in-process log (ignored when `logUrl` is set). */
+  readonly natsUrl: string;
+  /** `grpc://host:port`: use the session-log service instead of NATS. */
+  readonly logUrl: string | undefined;
+  readonly logToken: string | undefined;
+  readonly routes: readonly Route[];
+  readonly logStream: string;
+  readonly logMaxAgeMs: number;
+  readonly logMaxMsgsPerStream: number;
+  readonly logReplicas: number;
+  readonly sessionIdleMs: number;
+  /** Header whose value identifies the principal. Default `authorization`. */
+  readonly identityHeader: string;
+  /** Origins allowed besides loopback ones. `*` allows any. */
+  readonly allowedOrigins: readonly string[];
+  readonly heartbeatMs: number;
+  readonly retryMs: number;
+  readonly drainTimeoutMs: number;
+  readonly requestDeadlineMs: number;
+  readonly maxBodyBytes: number;
+  readonly maxHeaderBytes: number;
+  readonly maxEventBytes: number;
+  readonly maxStreamsPerSession: number;
+  readonly leaseTtlMs: number;
+  readonly instanceId: string;
+}
+
+interface FlagSpec {
+  readonly flag: string;
+  readonly env: string;
+  readonly help: string;
+  readonly fallback: string;
+  readonly repeat?: boolean;
+}
+
+/** Every flag, its env twin and default: the single source for parsing and `--help`. */
+export const FLAGS = [
+  { flag: 'host', env: 'TETHER_HOST', help: 'address to listen on', fallback: '127.0.0.1' },
+  { flag: 'port', env: 'TETHER_PORT', help: 'port to listen on (0 = any free port)', fallback: '8080' },
+  { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server URL(s), comma separated', fallback: 'nats://127.0.0.1:4222' },
+  { flag: 'log', env: 'TETHER_LOG_URL', help: 'use the session-log service instead of NATS: grpc://host:port', fallback: '' },
+  { flag: 'log-token', env: 'TETHER_LOG_TOKEN', help: 'bearer token for the session-log service', fallback: '' },
+  { flag: 'upstream', env: 'TETHER_UPSTREAMS', help: 'upstream MCP URL for the default route /mcp (repeat or comma separate for replicas)', fallback: '', repeat: true },
+  { flag: 'route', env: 'TETHER_ROUTES', help: 'extra route: /path=url[,url...] (repeat; env separates routes with ;)', fallback: '', repeat: true },
+  { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log', fallback: 'TETHER_LOG' },
+  { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
+  { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
+  { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
+  { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
+  { flag: 'identity-header', env: 'TETHER_IDENTITY_HEADER', help: 'request header that identifies the principal', fallback: 'authorization' },
+  { flag: 'allowed-origins', env: 'TETHER_ALLOWED_ORIGINS', help: 'origins allowed besides loopback, comma separated (* = any)', fallback: '' },
+  { flag: 'heartbeat', env: 'TETHER_HEARTBEAT', help: 'SSE comment interval on idle streams (ms, or 15s)', fallback: '15s' },
+  { flag: 'retry', env: 'TETHER_RETRY', help: 'SSE retry hint sent to clients (ms)', fallback: '1000' },
+  { flag: 'drain-timeout', env: 'TETHER_DRAIN_TIMEOUT', help: 'how long SIGTERM waits for pumps to finish (ms, or 10s)', fallback: '10s' },
+  { flag: 'request-deadline', env: 'TETHER_REQUEST_DEADLINE', help: 'longest an upstream response stream is recorded (ms, or 5m)', fallback: '5m' },
+  { flag: 'max-body-bytes', env: 'TETHER_MAX_BODY_BYTES', help: 'largest request body accepted', fallback: '4194304' },
+  { flag: 'max-header-bytes', env: 'TETHER_MAX_HEADER_BYTES', help: 'largest request header block accepted', fallback: '16384' },
+  { flag: 'max-event-bytes', env: 'TETHER_MAX_EVENT_BYTES', help: 'largest upstream SSE event recorded', fallback: '1048576' },
+  { flag: 'max-streams-per-session', env: 'TETHER_MAX_STREAMS_PER_SESSION', help: 'open SSE streams per session on one instance', fallback: '32' },
+  { flag: 'lease-ttl', env: 'TETHER_LEASE_TTL', help: 'writer lease lifetime; renewed at a third of it (ms, or 10s)', fallback: '10s' },
+  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in leases and logs (default random)', fallback: '' },
+] as const satisfies readonly FlagSpec[];
+
+type FlagName = (typeof FLAGS)[number]['flag'];
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly code = 'invalid_config';
+}
+
+export function helpText(): string {
+  const lines = ['Usage: tether-gateway [flags]', '', 'Every flag has an environment twin; flags win over the environment.', ''];
+  for (const f of FLAGS) {
+    const fallback = f.fallback === '' ? '' : ` (default ${f.fallback})`;
+    lines.push(`  --${f.flag.padEnd(26)} ${f.env.padEnd(32)} ${f.help}${fallback}`);
+  }
+  lines.push('  --help', '');
+  return lines.join('\n');
+}
+
+/** Parses argv and env into a validated config. A bad value names the flag, the value and what is allowed. */
+export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): GatewayConfig {
+  const given = new Map<FlagName, string[]>();
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}; flags look like --name value (see --help)`);
+    const eq = arg.indexOf('=');
+    const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)) as FlagName;
+    if (!FLAGS.some((f) => f.flag === name)) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    let value: string | undefined = eq === -1 ? argv[i + 1] : arg.slice(eq + 1);
+    if (eq === -1) i += 1;
+    if (value === undefined) throw new ConfigError(`flag --${name} needs a value`);
+    given.set(name, [...(given.get(name) ?? []), value]);
+  }
+  const raw = (name: FlagName): string => {
+    const spec = FLAGS.find((f) => f.flag === name)!;
+    const fromFlag = given.get(name);
+    if (fromFlag !== undefined) return fromFlag.join(name === 'route' ? ';' : ',');
+    return env[spec.env] ?? spec.fallback;
+  };
+
+  const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
+  const routes: Route[] = [];
+  if (upstreams.length > 0) routes.push({ path: '/mcp', upstreams });
+  for (const spec of list(raw('route'), ';')) {
+    const eq = spec.indexOf('=');
+    const path = spec.slice(0, eq);
+    if (eq <= 0 || !/^\/[A-Za-z0-9._~/-]*$/.test(path)) throw new ConfigError(`invalid --route ${JSON.stringify(spec)}; allowed: /path=http://host/mcp[,http://other/mcp]`);
+    if (routes.some((r) => r.path === path)) throw new ConfigError(`invalid --route ${JSON.stringify(spec)}; path ${path} is already routed`);
+    const targets = list(spec.slice(eq + 1), ',').map((u) => url('route', u));
+    if (targets.length === 0) throw new ConfigError(`invalid --route ${JSON.stringify(spec)}; it names no upstream URL`);
+    routes.push({ path, upstreams: targets });
+  }
+  if (routes.length === 0) throw new ConfigError('no upstream configured: give --upstream http://host/mcp (or TETHER_UPSTREAMS) or --route /path=url');
+
+  const logUrl = raw('log');
+  if (logUrl !== '' && !/^grpcs?:\/\/[^/]+$/.test(logUrl)) throw new ConfigError(`invalid --log ${JSON.stringify(logUrl)}; allowed: grpc://host:port or grpcs://host:port`);
+  const instanceId = raw('instance-id') === '' ? `gw-${randomBytes(4).toString('hex')}` : raw('instance-id');
+  return {
+    host: raw('host'),
+    port: int('port', raw('port'), 0, 65535),
+    natsUrl: raw('nats'),
+    logUrl: logUrl === '' ? undefined : logUrl,
+    logToken: raw('log-token') === '' ? undefined : raw('log-token'),
+    routes,
+    logStream: name('log-stream', raw('log-stream')),
+    logMaxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
+    logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
+    logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
+    sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
+    identityHeader: raw('identity-header').toLowerCase(),
+    allowedOrigins: list(raw('allowed-origins'), ','),
+    heartbeatMs: duration('heartbeat', raw('heartbeat'), 100),
+    retryMs: int('retry', raw('retry'), 0, 600_000),
+    drainTimeoutMs: duration('drain-timeout', raw('drain-timeout'), 0),
+    requestDeadlineMs: duration('request-deadline', raw('request-deadline'), 1_000),
+    maxBodyBytes: int('max-body-bytes', raw('max-body-bytes'), 1_024, 64 * 1024 * 1024),
+    maxHeaderBytes: int('max-header-bytes', raw('max-header-bytes'), 1_024, 1024 * 1024),
+    maxEventBytes: int('max-event-bytes', raw('max-event-bytes'), 1_024, 16 * 1024 * 1024),
+    maxStreamsPerSession: int('max-streams-per-session', raw('max-streams-per-session'), 1, 10_000),
+    leaseTtlMs: duration('lease-ttl', raw('lease-ttl'), 1_000),
+    instanceId,
+  };
+}
+
+function list(value: string, separator: string): string[] {
+  return value.split(separator).map((v) => v.trim()).filter((v) => v !== '');
+}
+
+function url(flag: string, value: string): string {
+  try {
+    const parsed = new URL(value);
+    if (parsed.protocol === 'http:' || parsed.protocol === 'https:') return parsed.toString();
+  } catch {
+    // fall through to the error naming the value
+  }
+  throw new ConfigError(`invalid --${flag} URL ${JSON.stringify(value)}; allowed: http(s)://host[:port]/path`);
+}
+
+function int(flag: string, value: string, min: number, max: number): number {
+  const n = /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: an integer from ${min} to ${max}`);
+  return n;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+function duration(flag: string, value: string, min: number): number {
+  const match = /^(\d+)(ms|s|m|h)?$/.exec(value);
+  const n = match === null ? Number.NaN : Number(match[1]) * UNIT_MS[match[2] ?? 'ms']!;
+  if (!Number.isSafeInteger(n) || n < min) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: milliseconds or a duration like 30s, 15m, 24h, at least ${min} ms`);
+  return n;
+}
+
+function name(flag: string, value: string): string {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(value)) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: letters, digits, _ and -`);
+  return value;
+}

@@ -1,0 +1,33 @@
+import type { Logger } from 'pino';
+import type { GatewayConfig, Route } from './config.js';
+import type { LogPort } from './log/log-port.js';
+import type { LocalRegistry } from './streams/local-registry.js';
+import type { UpstreamPicker } from './upstream.js';
+
+/** What every handler needs; built once per gateway. */
+export interface GatewayContext {
+  readonly config: GatewayConfig;
+  readonly log: LogPort;
+  readonly logger: Logger;
+  readonly local: LocalRegistry;
+  readonly pickers: ReadonlyMap<string, UpstreamPicker>;
+  /** True once SIGTERM started a drain: new work is refused with 503. */
+  readonly draining: () => boolean;
+}
+
+export interface RoutedRequest {
+  readonly route: Route;
+}
+
+/** Session metadata keys the gateway stores in the registry. */
+export const Meta = {
+  route: 'route',
+  upstream: 'upstream',
+  upstreamSessionId: 'upstreamSessionId',
+  protocolVersion: 'protocolVersion',
+} as const;
+
+/** Protocol versions from 2025-11-25 on get priming events and `retry:` (SEP-1699). */
+export function wantsPriming(protocolVersion: string | undefined): boolean {
+  return protocolVersion !== undefined && protocolVersion >= '2025-11-25';
+}

@@ -1,0 +1,120 @@
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { GatewayConfig } from './config.js';
+import type { GatewayContext } from './context.js';
+import { handleDelete } from './handlers/delete.js';
+import { handleGet } from './handlers/get.js';
+import { handlePost } from './handlers/post.js';
+import { GatewayErrorCode, replyError } from './http/reply.js';
+import { originAllowed } from './http/request.js';
+import type { LogPort } from './log/log-port.js';
+import { LocalRegistry } from './streams/local-registry.js';
+import { UpstreamPicker } from './upstream.js';
+
+export interface Gateway {
+  readonly server: Server;
+  /** Listens on the configured host and port; resolves with the bound port. */
+  listen(): Promise<number>;
+  /**
+   * SIGTERM drain (DESIGN section 9): refuse new work, end client streams
+   * with a retry hint so clients resume on other instances, let POST pumps
+   * finish into the log until the timeout, hand leases over, then close.
+   */
+  drain(): Promise<void>;
+  /** Immediate stop (tests): aborts everything, closes the log. */
+  close(): Promise<void>;
+}
+
+export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger): Gateway {
+  let draining = false;
+  const local = new LocalRegistry(log, logger.child({ component: 'registry' }));
+  const ctx: GatewayContext = {
+    config,
+    log,
+    logger,
+    local,
+    pickers: new Map(config.routes.map((r) => [r.path, new UpstreamPicker(r.upstreams)])),
+    draining: () => draining,
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    if (path === '/readyz') {
+      const ready = !draining && (await log.ready().catch(() => false));
+      return void res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : draining ? 'draining\n' : 'log unavailable\n');
+    }
+    const route = config.routes.find((r) => r.path === path);
+    if (route === undefined) return replyError(res, { status: 404, code: GatewayErrorCode.transport, message: `no MCP route at ${path.slice(0, 200)}` });
+    if (draining) return replyError(res, { status: 503, code: GatewayErrorCode.unavailable, message: 'gateway instance is draining; retry', headers: { 'retry-after': '0', connection: 'close' } });
+    if (!originAllowed(req, config.allowedOrigins)) return replyError(res, { status: 403, code: GatewayErrorCode.transport, message: 'Forbidden: Origin not allowed' });
+    switch (req.method) {
+      case 'POST':
+        return handlePost(ctx, route, req, res);
+      case 'GET':
+        return handleGet(ctx, route, req, res);
+      case 'DELETE':
+        return handleDelete(ctx, route, req, res);
+      default:
+        return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: `Method Not Allowed: ${String(req.method).slice(0, 16)}`, headers: { allow: 'GET, POST, DELETE' } });
+    }
+  };
+
+  const server = createServer({ maxHeaderSize: config.maxHeaderBytes, requestTimeout: 0 }, (req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      logger.error({ err: (err as Error).message, code: (err as { code?: string }).code, method: req.method }, 'request failed');
+      replyError(res, { status: 500, code: GatewayErrorCode.transport, message: 'internal gateway error' });
+    });
+  });
+  server.on('clientError', (err, socket) => {
+    // Malformed requests and oversized headers: answer and keep serving.
+    const status = (err as { code?: string }).code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+    if (socket.writable) socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    else socket.destroy();
+  });
+
+  const stopWriters = async (timeoutMs: number): Promise<void> => {
+    const writers = local.writers;
+    // The GET listeners stop now: the next GET on another instance takes the
+    // lease and resumes the upstream from the last recorded id.
+    for (const w of writers) if (w.stream === '0') w.abort.abort('stopped');
+    const pending = Promise.allSettled(writers.map((w) => w.done));
+    const timer = new Promise((resolve) => setTimeout(resolve, timeoutMs).unref());
+    await Promise.race([pending, timer]);
+    for (const w of local.writers) w.abort.abort('stopped');
+    await Promise.race([Promise.allSettled(local.writers.map((w) => w.done)), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+  };
+
+  return {
+    server,
+    listen: () =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.port, config.host, () => {
+          server.off('error', reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      }),
+    async drain() {
+      if (draining) return;
+      draining = true;
+      logger.info({ deliveries: local.openDeliveries, writers: local.writers.length, timeoutMs: config.drainTimeoutMs }, 'draining');
+      server.close();
+      for (const d of local.deliveries) d.abort.abort('drain');
+      await stopWriters(config.drainTimeoutMs);
+      server.closeAllConnections();
+      await log.close();
+      logger.info({}, 'drained');
+    },
+    async close() {
+      draining = true;
+      for (const d of local.deliveries) d.abort.abort('closed');
+      await stopWriters(0);
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await log.close();
+    },
+  };
+}

@@ -1,0 +1,98 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpHeader, isSessionId, ResumeVerdict } from '@tether/protocol';
+import type { ResumeResult, SessionRecord } from '@tether/session-log';
+import { Meta, wantsPriming } from '../context.js';
+import type { GatewayContext } from '../context.js';
+import type { Route } from '../config.js';
+import { fromLogError, GatewayErrorCode, replyError, replyRefusal, unknownSession } from '../http/reply.js';
+import { header, principalOf } from '../http/request.js';
+import { ensureListener } from '../streams/standalone.js';
+import { takeOverIfOrphaned } from '../streams/takeover.js';
+import { serveFromLog } from './serve-stream.js';
+
+/** GET: the session's standalone stream, or (with `Last-Event-ID`) a resume of any of its streams, on any instance. */
+export async function handleGet(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const accept = header(req, 'accept') ?? '';
+  if (!accept.includes('text/event-stream') && !accept.includes('*/*')) {
+    return replyError(res, { status: 406, code: GatewayErrorCode.transport, message: 'Not Acceptable: GET needs Accept: text/event-stream' });
+  }
+  const sessionId = header(req, HttpHeader.sessionId);
+  if (sessionId === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.transport, message: 'Bad Request: GET needs an Mcp-Session-Id header' });
+  if (!isSessionId(sessionId)) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
+  const principal = principalOf(req, ctx.config.identityHeader);
+  const lastEventId = header(req, HttpHeader.lastEventId);
+  if (lastEventId !== undefined) return resume(ctx, route, req, res, sessionId, lastEventId, principal);
+
+  let session: SessionRecord;
+  try {
+    session = await ctx.log.authorize(sessionId, principal);
+  } catch (err) {
+    return replyError(res, fromLogError(err));
+  }
+  if (session.meta[Meta.route] !== route.path) return replyError(res, unknownSession());
+  if (ctx.local.deliveriesOf(sessionId) >= ctx.config.maxStreamsPerSession) {
+    return replyError(res, { status: 429, code: GatewayErrorCode.transport, message: `too many open streams for this session (limit ${ctx.config.maxStreamsPerSession})` });
+  }
+  const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
+  const token = randomBytes(8).toString('hex');
+  // A newer GET supersedes older ones, on every instance.
+  ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
+  let head;
+  try {
+    const listener = await ensureListener(ctx, session, protocolVersion);
+    if (listener === 'unsupported') return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
+    head = await ctx.log.head(sessionId, '0');
+  } catch (err) {
+    return replyError(res, fromLogError(err));
+  }
+  await serveFromLog(ctx, req, res, {
+    sessionId,
+    stream: '0',
+    from: head === undefined ? { seq: 0, pos: 0 } : { seq: head.seq, pos: head.pos },
+    headers: { [HttpHeader.sessionId]: sessionId },
+    priming: wantsPriming(protocolVersion),
+    ...(head === undefined ? {} : { primeId: head.id }),
+    token,
+  });
+}
+
+/** DESIGN section 7 on any instance; an unrecoverable cursor terminates the session and answers 404. */
+async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, sessionId: string, lastEventId: string, principal: string): Promise<void> {
+  let result: ResumeResult;
+  try {
+    result = await ctx.log.resume(sessionId, lastEventId, principal);
+    if (result.verdict === 'resumed' && result.session.meta[Meta.route] !== route.path) {
+      return replyRefusal(res, 404, ResumeVerdict.unknownSession, 'the session is unknown, closed, or not yours');
+    }
+    if (result.verdict === 'resumed' && !result.endedAtCursor) {
+      // The stream may have lost its writer: take over before serving, so a
+      // stream that cannot continue is refused now rather than hanging.
+      const protocolVersion = header(req, HttpHeader.protocolVersion) ?? result.session.meta[Meta.protocolVersion];
+      const takeover = result.stream === '0' ? await ensureListener(ctx, result.session, protocolVersion) : await takeOverIfOrphaned(ctx, result.session, result.stream, protocolVersion);
+      if (takeover === 'abandoned') result = await ctx.log.resume(sessionId, lastEventId, principal);
+    }
+  } catch (err) {
+    return replyError(res, fromLogError(err));
+  }
+  ctx.logger.info({ sessionId, verdict: result.verdict }, 'resume classified');
+  if (result.verdict !== 'resumed') {
+    const { verdict, reason } = result;
+    if (verdict === 'malformed') return replyRefusal(res, 400, verdict, reason);
+    if (verdict !== 'unknown_session') {
+      // The cursor cannot be continued: end the session so the client starts a new one.
+      await ctx.log.closeSession(sessionId, ctx.config.instanceId).catch(() => false);
+    }
+    return replyRefusal(res, 404, verdict, reason, { ...(result.log ?? {}), lastEventId: result.cursor === undefined ? undefined : lastEventId });
+  }
+  const accepted = result;
+  const protocolVersion = header(req, HttpHeader.protocolVersion) ?? accepted.session.meta[Meta.protocolVersion];
+  await serveFromLog(ctx, req, res, {
+    sessionId,
+    stream: accepted.stream,
+    from: accepted.cursor,
+    events: (signal) => accepted.events({ signal }),
+    headers: { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed },
+    priming: wantsPriming(protocolVersion),
+  });
+}

@@ -1,0 +1,174 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpHeader, isSessionId } from '@tether/protocol';
+import type { SessionRecord } from '@tether/session-log';
+import { Meta, wantsPriming } from '../context.js';
+import type { GatewayContext } from '../context.js';
+import type { Route } from '../config.js';
+import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../http/reply.js';
+import { BodyError, header, isInitialize, isRequest, parseMessages, principalOf, readBody } from '../http/request.js';
+import type { JsonRpcMessage } from '../http/request.js';
+import { startPostStream } from '../streams/post-stream.js';
+import { callUpstream, forwardHeaders, isEventStream, UpstreamError } from '../upstream.js';
+import { serveFromLog } from './serve-stream.js';
+
+export async function handlePost(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  let body: Buffer;
+  try {
+    body = await readBody(req, ctx.config.maxBodyBytes);
+  } catch (err) {
+    if (err instanceof BodyError) return replyError(res, err.reply);
+    throw err;
+  }
+  const sessionId = header(req, HttpHeader.sessionId);
+  if (sessionId === undefined) {
+    const parsed = parseMessages(body);
+    if (parsed.ok && parsed.messages.some(isInitialize)) return initialize(ctx, route, req, res, body, parsed.messages);
+    // No session and no initialize: the stateless era (2026-07-28) or a
+    // client error. Either way the upstream decides; we pass it through.
+    return passThrough(ctx, route, req, res, body);
+  }
+  if (!isSessionId(sessionId)) {
+    return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
+  }
+  const parsed = parseMessages(body);
+  if (!parsed.ok) return replyError(res, parsed.reply);
+  let session: SessionRecord;
+  try {
+    session = await ctx.log.authorize(sessionId, principalOf(req, ctx.config.identityHeader));
+  } catch (err) {
+    return replyError(res, fromLogError(err));
+  }
+  if (session.meta[Meta.route] !== route.path) return replyError(res, unknownSession());
+  touchLater(ctx, session);
+  await forward(ctx, session, req, res, body, parsed.messages);
+}
+
+async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
+  const upstream = ctx.pickers.get(route.path)!.pick();
+  const abort = new AbortController();
+  let answer: Response;
+  try {
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, signal: abort.signal });
+  } catch (err) {
+    return replyError(res, upstreamFailure(err));
+  }
+  if (!answer.ok) return relay(res, answer, {});
+  const init = messages.find(isInitialize);
+  const requested = (init?.params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
+  let session: SessionRecord;
+  try {
+    session = await ctx.log.createSession(principalOf(req, ctx.config.identityHeader), {
+      [Meta.route]: route.path,
+      [Meta.upstream]: upstream,
+      [Meta.upstreamSessionId]: answer.headers.get(HttpHeader.sessionId) ?? '',
+      [Meta.protocolVersion]: typeof requested === 'string' ? requested.slice(0, 32) : '',
+    });
+    // The GET stream always has a head, so a fresh GET can prime its client with a real cursor.
+    await ctx.log.append(session.sessionId, '0', 'prime', new Uint8Array());
+  } catch (err) {
+    abort.abort();
+    return replyError(res, fromLogError(err));
+  }
+  ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');
+  await answerFromUpstream(ctx, session, req, res, answer, messages, abort);
+}
+
+async function forward(ctx: GatewayContext, session: SessionRecord, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
+  const abort = new AbortController();
+  let answer: Response;
+  try {
+    answer = await callUpstream(session.meta[Meta.upstream]!, {
+      method: 'POST',
+      headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]),
+      body,
+      signal: abort.signal,
+    });
+  } catch (err) {
+    return replyError(res, upstreamFailure(err));
+  }
+  if (answer.status === 404) {
+    // The upstream forgot the session: so do we, everywhere, and the client re-initializes.
+    await answer.body?.cancel().catch(() => undefined);
+    await ctx.log.closeSession(session.sessionId, ctx.config.instanceId).catch(() => false);
+    return replyError(res, unknownSession());
+  }
+  await answerFromUpstream(ctx, session, req, res, answer, messages, abort);
+}
+
+/** JSON and 202 answers pass through; an SSE answer becomes a logged stream served from the log. */
+async function answerFromUpstream(
+  ctx: GatewayContext,
+  session: SessionRecord,
+  req: IncomingMessage,
+  res: ServerResponse,
+  answer: Response,
+  messages: JsonRpcMessage[],
+  abort: AbortController,
+): Promise<void> {
+  const ours = { [HttpHeader.sessionId]: session.sessionId };
+  if (!isEventStream(answer) || answer.status !== 200) return relay(res, answer, ours);
+  if (ctx.local.deliveriesOf(session.sessionId) >= ctx.config.maxStreamsPerSession) {
+    abort.abort();
+    return replyError(res, { status: 429, code: GatewayErrorCode.transport, message: `too many open streams for this session (limit ${ctx.config.maxStreamsPerSession})` });
+  }
+  const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
+  const requestIds = messages.filter(isRequest).map((m) => JSON.stringify(m.id));
+  let stream: string;
+  try {
+    stream = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion);
+  } catch (err) {
+    abort.abort();
+    return replyError(res, fromLogError(err));
+  }
+  await serveFromLog(ctx, req, res, {
+    sessionId: session.sessionId,
+    stream,
+    from: { seq: 0, pos: 0 },
+    headers: ours,
+    priming: wantsPriming(protocolVersion),
+  });
+}
+
+/** Copies a non-stream upstream answer to the client, replacing the upstream's session id with ours. */
+async function relay(res: ServerResponse, answer: Response, extra: Record<string, string>): Promise<void> {
+  const headers: Record<string, string> = { ...extra };
+  for (const name of ['content-type', HttpHeader.protocolVersion, 'www-authenticate', 'retry-after']) {
+    const value = answer.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  const payload = Buffer.from(await answer.arrayBuffer());
+  res.writeHead(answer.status, { ...headers, 'content-length': payload.length });
+  res.end(payload);
+}
+
+/** The stateless era: forwarded and answered untouched (no session, no log). */
+async function passThrough(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+  const upstream = ctx.pickers.get(route.path)!.pick();
+  let answer: Response;
+  try {
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body });
+  } catch (err) {
+    return replyError(res, upstreamFailure(err));
+  }
+  const headers: Record<string, string> = {};
+  answer.headers.forEach((value, name) => {
+    if (!['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)) headers[name] = value;
+  });
+  res.writeHead(answer.status, headers);
+  if (answer.body === null) return void res.end();
+  for await (const chunk of answer.body) {
+    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve));
+  }
+  res.end();
+}
+
+function upstreamFailure(err: unknown): Parameters<typeof replyError>[1] {
+  const message = err instanceof UpstreamError ? err.message : 'upstream request failed';
+  return { status: 502, code: GatewayErrorCode.upstream, message };
+}
+
+/** Restarts the idle clock at most every tenth of the idle timeout: not a write per request. */
+function touchLater(ctx: GatewayContext, session: SessionRecord): void {
+  if (Date.now() - session.touchedAtMs < ctx.config.sessionIdleMs / 10) return;
+  ctx.log.touchSession(session.sessionId).catch(() => undefined);
+}

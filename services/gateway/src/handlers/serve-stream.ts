@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Cursor, LogEvent } from '@tether/session-log';
+import type { GatewayContext } from '../context.js';
+import { deliver, endWithRetry } from '../streams/deliver.js';
+
+export interface ServeOptions {
+  readonly sessionId: string;
+  readonly stream: string;
+  /** Where to start: after this cursor. */
+  readonly from: Cursor;
+  /** Or: an accepted resume's own iterator. */
+  readonly events?: (signal: AbortSignal) => AsyncIterable<LogEvent>;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly priming: boolean;
+  readonly primeId?: string;
+  /** For GET streams: the token that a newer GET's `superseded` message names. */
+  readonly token?: string;
+}
+
+/** Serves one client from the log until the stream ends, the client leaves, or the instance drains. */
+export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, res: ServerResponse, options: ServeOptions): Promise<void> {
+  const abort = new AbortController();
+  const onClose = (): void => abort.abort('client_gone');
+  res.on('close', onClose);
+  const unregister = ctx.local.addDelivery({
+    sessionId: options.sessionId,
+    stream: options.stream,
+    token: options.token ?? randomBytes(8).toString('hex'),
+    abort,
+  });
+  try {
+    const events = options.events?.(abort.signal) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal });
+    const result = await deliver(res, events, {
+      headers: options.headers,
+      priming: options.priming,
+      retryMs: ctx.config.retryMs,
+      ...(options.primeId === undefined ? {} : { primeId: options.primeId }),
+      heartbeatMs: ctx.config.heartbeatMs,
+      signal: abort.signal,
+    });
+    if (result.end === 'failed') {
+      const code = (result.error as { code?: string } | undefined)?.code;
+      ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, code, lastId: result.lastId }, 'stream ended by the log');
+      // An explicit end: the client's next resume gets the verdict from the log.
+      if (!res.writableEnded) res.end();
+      return;
+    }
+    if (abort.signal.reason === 'drain') endWithRetry(res, ctx.config.retryMs);
+    else if (!res.writableEnded) res.end();
+  } finally {
+    res.off('close', onClose);
+    unregister();
+    void req;
+  }
+}

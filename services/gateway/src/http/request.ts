@@ -1,0 +1,80 @@
+import type { IncomingMessage } from 'node:http';
+import { principalDigest } from '@tether/session-log';
+import type { ErrorReply } from './reply.js';
+import { GatewayErrorCode } from './reply.js';
+
+/** First value of a header (Node joins repeated ones; arrays only for set-cookie). */
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The principal digest of a request: the configured identity header (default Authorization), or anonymous. */
+export function principalOf(req: IncomingMessage, identityHeader: string): string {
+  return principalDigest(header(req, identityHeader) ?? '');
+}
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/**
+ * DNS-rebinding protection (MCP transport spec): a browser request carries
+ * `Origin`; only loopback origins and configured ones are accepted. Requests
+ * without `Origin` (non-browser clients) pass.
+ */
+export function originAllowed(req: IncomingMessage, allowed: readonly string[]): boolean {
+  const origin = header(req, 'origin');
+  if (origin === undefined || allowed.includes('*') || allowed.includes(origin)) return true;
+  try {
+    return LOOPBACK.has(new URL(origin).hostname);
+  } catch {
+    return false;
+  }
+}
+
+export class BodyError extends Error {
+  constructor(readonly reply: ErrorReply) {
+    super(reply.message);
+  }
+}
+
+/** Reads the whole body, refusing past `maxBytes` without buffering more (413). */
+export async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(header(req, 'content-length') ?? Number.NaN);
+  if (declared > maxBytes) throw new BodyError(tooLarge(declared, maxBytes));
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      req.destroy();
+      throw new BodyError(tooLarge(size, maxBytes));
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function tooLarge(size: number, maxBytes: number): ErrorReply {
+  return { status: 413, code: GatewayErrorCode.tooLarge, message: `request body of ${size} bytes exceeds the limit of ${maxBytes} bytes` };
+}
+
+/** The JSON-RPC messages of a POST body, or a reply naming what is wrong with it. */
+export type JsonRpcMessage = { jsonrpc?: unknown; id?: unknown; method?: unknown; result?: unknown; error?: unknown; params?: unknown };
+
+export function parseMessages(body: Buffer): { ok: true; messages: JsonRpcMessage[] } | { ok: false; reply: ErrorReply } {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    return { ok: false, reply: { status: 400, code: GatewayErrorCode.parse, message: `Parse error: the body is not valid JSON (${(err as Error).message})` } };
+  }
+  const messages = Array.isArray(value) ? value : [value];
+  if (messages.length === 0 || !messages.every((m) => typeof m === 'object' && m !== null && (m as JsonRpcMessage).jsonrpc === '2.0')) {
+    return { ok: false, reply: { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Invalid Request: the body must be a JSON-RPC 2.0 message or a non-empty batch of them' } };
+  }
+  return { ok: true, messages: messages as JsonRpcMessage[] };
+}
+
+export const isRequest = (m: JsonRpcMessage): boolean => typeof m.method === 'string' && m.id !== undefined && m.id !== null;
+export const isInitialize = (m: JsonRpcMessage): boolean => m.method === 'initialize' && isRequest(m);
+export const isResponse = (m: JsonRpcMessage): boolean => m.method === undefined && m.id !== undefined && (m.result !== undefined || m.error !== undefined);

@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * tether-gateway: the only file with side effects. Parses flags and env,
+ * connects the log, serves, and drains on SIGTERM/SIGINT.
+ */
+import { pino } from 'pino';
+import { ConfigError, helpText, parseConfig } from './config.js';
+import { createGateway } from './gateway.js';
+import { openLog } from './log/open-log.js';
+
+const logger = pino({ base: { service: 'tether-gateway' } });
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(helpText());
+    return;
+  }
+  const config = parseConfig(argv, process.env);
+  const log = await openLog(config);
+  const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }));
+  const port = await gateway.listen();
+  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, routes: config.routes.map((r) => r.path) }, 'listening');
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    gateway.drain().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err: (err as Error).message }, 'drain failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`tether-gateway: ${err.message}\n`);
+    process.exit(2);
+  }
+  logger.fatal({ err: (err as Error).message, code: (err as { code?: string }).code }, 'failed to start');
+  process.exit(1);
+});

@@ -1,0 +1,100 @@
+import { HttpHeader, newStreamId } from '@tether/protocol';
+import type { SessionRecord } from '@tether/session-log';
+import { Meta } from '../context.js';
+import type { GatewayContext } from '../context.js';
+import { callUpstream, isEventStream } from '../upstream.js';
+import { keepLease } from './lease-keeper.js';
+import { pumpStream } from './pump.js';
+
+/** What a POST stream's opening `prime` event carries: the requests it must answer (read back on takeover). */
+export interface StreamOpening {
+  readonly requests: readonly string[];
+}
+
+/**
+ * Turns an upstream SSE answer into a logged stream: a fresh stream id, a
+ * lease, the opening `prime` event (appended before the client is answered,
+ * so its id is a cursor from the first byte), then the pump in the
+ * background. Returns the stream id; the caller serves the client from the log.
+ */
+export async function startPostStream(
+  ctx: GatewayContext,
+  session: SessionRecord,
+  upstream: Response,
+  requestIds: readonly string[],
+  abort: AbortController,
+  protocolVersion: string | undefined,
+): Promise<string> {
+  const stream = newStreamId();
+  const { sessionId } = session;
+  const lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
+  const opening: StreamOpening = { requests: [...requestIds] };
+  await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)));
+  runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, lease, protocolVersion);
+  return stream;
+}
+
+/** Runs a pump under a lease and a deadline, and registers it so drain and close can stop it. */
+export function runPump(
+  ctx: GatewayContext,
+  session: SessionRecord,
+  stream: string,
+  body: AsyncIterable<Uint8Array>,
+  outstanding: Set<string>,
+  lastUpstreamId: string | undefined,
+  abort: AbortController,
+  lease: Parameters<typeof keepLease>[1],
+  protocolVersion: string | undefined,
+): void {
+  const { sessionId } = session;
+  const keeper = keepLease(ctx.log, lease, ctx.config.leaseTtlMs, () => abort.abort('stopped'));
+  const deadline = setTimeout(() => abort.abort('deadline'), ctx.config.requestDeadlineMs);
+  deadline.unref();
+  const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
+  const done = pumpStream({
+    log: ctx.log,
+    logger,
+    sessionId,
+    stream,
+    outstanding,
+    body,
+    lastUpstreamId,
+    reopen: (upstreamId) => reopenUpstream(session, upstreamId, protocolVersion, abort.signal),
+    signal: abort.signal,
+    maxEventBytes: ctx.config.maxEventBytes,
+    endless: false,
+  }).then(async (outcome) => {
+    clearTimeout(deadline);
+    await keeper.release();
+    logger.info({ outcome }, 'stream recorded');
+    return outcome;
+  });
+  ctx.local.addWriter({ sessionId, stream, abort, done });
+}
+
+/**
+ * Nested resume: asks the upstream for the rest of a stream after the last
+ * event we recorded. Only a 200 event stream counts; anything else means the
+ * upstream cannot resume it.
+ */
+export async function reopenUpstream(
+  session: SessionRecord,
+  lastUpstreamId: string,
+  protocolVersion: string | undefined,
+  signal: AbortSignal,
+): Promise<AsyncIterable<Uint8Array> | undefined> {
+  const headers: Record<string, string> = { accept: 'text/event-stream', [HttpHeader.lastEventId]: lastUpstreamId };
+  const upstreamSessionId = session.meta[Meta.upstreamSessionId];
+  if (upstreamSessionId !== undefined && upstreamSessionId !== '') headers[HttpHeader.sessionId] = upstreamSessionId;
+  if (protocolVersion !== undefined) headers[HttpHeader.protocolVersion] = protocolVersion;
+  const res = await callUpstream(session.meta[Meta.upstream]!, { method: 'GET', headers, signal });
+  if (res.status !== 200 || !isEventStream(res) || res.body === null) {
+    await res.body?.cancel().catch(() => undefined);
+    return undefined;
+  }
+  return res.body;
+}
+
+async function* emptyBody(): AsyncIterable<Uint8Array> {
+  // An SSE answer without a body: nothing to record.
+}

@@ -1,0 +1,56 @@
+import { isSessionLogError } from '@tether/session-log';
+import type { SessionRecord } from '@tether/session-log';
+import type { GatewayContext } from '../context.js';
+import { reopenUpstream, runPump } from './post-stream.js';
+import type { StreamOpening } from './post-stream.js';
+
+/**
+ * A client resumes a POST stream that is still open. If its writer is alive
+ * (here or elsewhere, it holds the lease) there is nothing to do. If the
+ * writer died, this instance takes the lease and performs the nested resume:
+ * GET to the upstream with the last recorded upstream event id. When the
+ * upstream cannot resume, the stream is ended as `abandoned`, with a
+ * JSON-RPC error for each request it still owed.
+ */
+export async function takeOverIfOrphaned(
+  ctx: GatewayContext,
+  session: SessionRecord,
+  stream: string,
+  protocolVersion: string | undefined,
+): Promise<'writer_alive' | 'ended' | 'resumed_upstream' | 'abandoned'> {
+  const { sessionId } = session;
+  if (ctx.local.writer(sessionId, stream) !== undefined) return 'writer_alive';
+  const head = await ctx.log.head(sessionId, stream);
+  if (head === undefined || head.kind === 'end') return 'ended';
+  let lease;
+  try {
+    lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
+  } catch (err) {
+    if (isSessionLogError(err, 'lease_held')) return 'writer_alive';
+    throw err;
+  }
+  const [opening] = await ctx.log.readPage(sessionId, stream, 0, 1);
+  const outstanding = new Set(parseOpening(opening?.payload).requests);
+  const abort = new AbortController();
+  const body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, protocolVersion, abort.signal).catch(() => undefined);
+  ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
+  // With no body the pump records the explicit abandonment and returns;
+  // wait for it then, so the resume that got us here sees the verdict.
+  runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, lease, protocolVersion);
+  if (body === undefined) await ctx.local.writer(sessionId, stream)?.done;
+  return body === undefined ? 'abandoned' : 'resumed_upstream';
+}
+
+function parseOpening(payload: Uint8Array | undefined): StreamOpening {
+  try {
+    const value = JSON.parse(Buffer.from(payload ?? new Uint8Array()).toString('utf8')) as Partial<StreamOpening>;
+    return { requests: Array.isArray(value.requests) ? value.requests.filter((r): r is string => typeof r === 'string') : [] };
+  } catch {
+    return { requests: [] };
+  }
+}
+
+/** A body that ended before anything came: the pump sees a clean close. */
+async function* noMore(): AsyncIterable<Uint8Array> {
+  // nothing
+}
