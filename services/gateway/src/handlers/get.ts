@@ -54,6 +54,7 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),
     token,
+    ensureWriter: () => ensureListener(ctx, session, protocolVersion),
   });
 }
 
@@ -94,5 +95,7 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     events: (signal) => accepted.events({ signal }),
     headers: { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed },
     priming: wantsPriming(protocolVersion),
+    ensureWriter: () =>
+      accepted.stream === '0' ? ensureListener(ctx, accepted.session, protocolVersion) : takeOverIfOrphaned(ctx, accepted.session, accepted.stream, protocolVersion),
   });
 }

@@ -16,6 +16,13 @@ export interface ServeOptions {
   readonly primeId?: string;
   /** For GET streams: the token that a newer GET's `superseded` message names. */
   readonly token?: string;
+  /**
+   * Called every lease lifetime while the client is served: makes sure the
+   * stream still has a live writer, taking it over when the old one died
+   * (its lease lapsed). Without it a reader of an orphaned stream would wait
+   * until its client reconnected.
+   */
+  readonly ensureWriter?: () => Promise<unknown>;
 }
 
 /** Serves one client from the log until the stream ends, the client leaves, or the instance drains. */
@@ -29,6 +36,13 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     token: options.token ?? randomBytes(8).toString('hex'),
     abort,
   });
+  const watchdog =
+    options.ensureWriter === undefined
+      ? undefined
+      : setInterval(() => {
+          options.ensureWriter?.().catch((err: unknown) => ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, err: (err as Error).message }, 'writer check failed'));
+        }, ctx.config.leaseTtlMs);
+  watchdog?.unref();
   try {
     const events = options.events?.(abort.signal) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal });
     const result = await deliver(res, events, {
@@ -49,6 +63,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     if (abort.signal.reason === 'drain') endWithRetry(res, ctx.config.retryMs);
     else if (!res.writableEnded) res.end();
   } finally {
+    clearInterval(watchdog);
     res.off('close', onClose);
     unregister();
     void req;

@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { connectSdkClient, UpstreamTools } from '@tether/testing';
+import { startStack } from './stack.js';
+import type { Stack } from './stack.js';
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ gateways: 3, eventStore: true });
+});
+afterAll(async () => {
+  await stack?.teardown();
+});
+
+describe('cross-instance resume through a rotating balancer', () => {
+  it('500 progress notifications, connection cut several times, every one exactly once and in order', async () => {
+    const sdk = await connectSdkClient(stack.url);
+    const progress: number[] = [];
+    let cuts = 0;
+    const call = sdk.client.callTool({ name: UpstreamTools.StreamProgress, arguments: { count: 500, delayMs: 4 } }, CallToolResultSchema, {
+      onprogress: (p) => {
+        progress.push(p.progress);
+        // Cut at pseudo-random points while the stream runs.
+        if ([37, 151, 260, 333, 420].includes(p.progress)) {
+          cuts += 1;
+          stack.proxy.cutAll();
+        }
+      },
+      timeout: 60_000,
+    });
+    const result = await call;
+    expect(cuts).toBe(5);
+    expect(progress).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
+    expect(result.content).toEqual([{ type: 'text', text: 'done 500' }]);
+    // Each resume went to a different instance than the request before it.
+    const resumes = stack.proxy.history().filter((r) => r.method === 'GET' && r.lastEventId !== undefined && r.status === 200);
+    expect(resumes.length).toBeGreaterThanOrEqual(5);
+    await sdk.transport.terminateSession();
+    await sdk.close();
+  });
+});

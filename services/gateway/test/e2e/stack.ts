@@ -1,0 +1,93 @@
+import { fileURLToPath } from 'node:url';
+import { startMcpUpstream, startNatsServer, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
+import type { McpUpstream, NatsServer, RoundRobinProxy, ServiceProcess } from '@tether/testing';
+
+const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+let counter = 0;
+
+export interface GatewayProcess {
+  readonly name: string;
+  readonly process: ServiceProcess;
+  /** `http://127.0.0.1:<port>`: what the balancer targets. */
+  readonly origin: string;
+  /** `http://127.0.0.1:<port>/mcp`. */
+  readonly url: string;
+}
+
+/** Real processes: nats-server, an SDK upstream, N gateway processes, and a balancer that rotates every request. */
+export interface Stack {
+  readonly nats: NatsServer;
+  readonly upstream: McpUpstream;
+  readonly gateways: GatewayProcess[];
+  readonly proxy: RoundRobinProxy;
+  /** The balanced MCP endpoint. */
+  readonly url: string;
+  /** Starts one more gateway with the stack's settings (after a kill, say). */
+  addGateway(): Promise<GatewayProcess>;
+  /** The gateway that served the most recent request matching `match`. */
+  gatewayOf(match: Parameters<RoundRobinProxy['lastTargetOf']>[0]): GatewayProcess | undefined;
+  /** RSS of a gateway process in KiB (from /proc). */
+  rssKiB(gateway: GatewayProcess): Promise<number>;
+  teardown(): Promise<void>;
+}
+
+export interface StackOptions {
+  readonly gateways?: number;
+  readonly eventStore?: boolean;
+  readonly args?: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  counter += 1;
+  const tag = `E2E_${process.pid}_${counter}`;
+  const nats = await startNatsServer();
+  const upstream = await startMcpUpstream({ eventStore: options.eventStore ?? true });
+  const gateways: GatewayProcess[] = [];
+  let index = 0;
+  const addGateway = async (): Promise<GatewayProcess> => {
+    index += 1;
+    const name = `gateway-${index}`;
+    const proc = await startServiceProcess({
+      name,
+      command: process.execPath,
+      args: [
+        MAIN,
+        ...['--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--log-stream', tag, '--instance-id', name],
+        ...['--lease-ttl', '2s', '--heartbeat', '1s', '--drain-timeout', '5s'],
+        ...(options.args ?? []),
+      ],
+      env: { ...options.env },
+      readyLine: (json) => json.msg === 'listening',
+    });
+    const origin = `http://127.0.0.1:${proc.port}`;
+    const gateway = { name, process: proc, origin, url: `${origin}/mcp` };
+    gateways.push(gateway);
+    return gateway;
+  };
+  for (let i = 0; i < (options.gateways ?? 3); i += 1) await addGateway();
+  const proxy = await startRoundRobinProxy(gateways.map((g) => g.origin));
+  return {
+    nats,
+    upstream,
+    gateways,
+    proxy,
+    url: `${proxy.url}/mcp`,
+    addGateway,
+    gatewayOf(match) {
+      const target = proxy.lastTargetOf(match);
+      return gateways.find((g) => g.origin === target);
+    },
+    async rssKiB(gateway) {
+      const { readFile } = await import('node:fs/promises');
+      const status = await readFile(`/proc/${gateway.process.pid}/status`, 'utf8');
+      return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
+    },
+    async teardown() {
+      await proxy.close();
+      await Promise.all(gateways.map((g) => g.process.stop('SIGKILL' as NodeJS.Signals, 2_000).catch(() => undefined)));
+      await upstream.close();
+      await nats.cleanup();
+    },
+  };
+}
