@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 /**
  * tether-gateway: the only file with side effects. Parses flags and env,
  * connects the log, serves, and drains on SIGTERM/SIGINT.

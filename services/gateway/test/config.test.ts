@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, FLAGS, helpText, parseConfig } from '@tether/gateway';
+
+describe('gateway config', () => {
+  it('parses flags, repeats and routes, with env twins and flags winning', () => {
+    const config = parseConfig(
+      ['--upstream', 'http://a:1/mcp', '--upstream=http://b:2/mcp', '--route', '/github/mcp=http://g1/mcp,http://g2/mcp', '--port', '9000', '--log-max-age', '30s'],
+      { TETHER_PORT: '7000', TETHER_HEARTBEAT: '5s', TETHER_ROUTES: '/ignored=http://x/mcp' },
+    );
+    expect(config.port).toBe(9000);
+    expect(config.heartbeatMs).toBe(5_000);
+    expect(config.logMaxAgeMs).toBe(30_000);
+    expect(config.routes).toEqual([
+      { path: '/mcp', upstreams: ['http://a:1/mcp', 'http://b:2/mcp'] },
+      { path: '/github/mcp', upstreams: ['http://g1/mcp', 'http://g2/mcp'] },
+    ]);
+  });
+
+  it('reads everything from the environment when no flag is given', () => {
+    const config = parseConfig([], { TETHER_UPSTREAMS: 'http://a/mcp,http://b/mcp', TETHER_ROUTES: '/x/mcp=http://x/mcp;/y/mcp=http://y/mcp', TETHER_LOG_URL: 'grpc://127.0.0.1:50051' });
+    expect(config.routes.map((r) => r.path)).toEqual(['/mcp', '/x/mcp', '/y/mcp']);
+    expect(config.logUrl).toBe('grpc://127.0.0.1:50051');
+  });
+
+  it.each([
+    [['--port', 'x', '--upstream', 'http://a/mcp'], /invalid --port "x"; allowed: an integer from 0 to 65535/],
+    [['--upstream', 'ftp://a/mcp'], /invalid --upstream URL "ftp:\/\/a\/mcp"/],
+    [['--upstream', 'http://a/mcp', '--route', 'nopath'], /invalid --route "nopath"/],
+    [['--upstream', 'http://a/mcp', '--route', '/mcp=http://b/mcp'], /already routed/],
+    [['--upstream', 'http://a/mcp', '--log-max-age', '10 minutes'], /invalid --log-max-age "10 minutes"/],
+    [['--upstream', 'http://a/mcp', '--log', 'http://x'], /invalid --log "http:\/\/x"; allowed: grpc:\/\/host:port/],
+    [['--upstream', 'http://a/mcp', '--bogus', '1'], /unknown flag --bogus/],
+    [['--upstream'], /flag --upstream needs a value/],
+    [[], /no upstream configured/],
+  ])('refuses %j naming the flag, value and what is allowed', (argv, message) => {
+    expect(() => parseConfig(argv, {})).toThrow(ConfigError);
+    expect(() => parseConfig(argv, {})).toThrow(message);
+  });
+
+  it('--help lists every flag with its env twin', () => {
+    const text = helpText();
+    for (const f of FLAGS) {
+      expect(text).toContain(`--${f.flag}`);
+      expect(text).toContain(f.env);
+    }
+  });
+});
