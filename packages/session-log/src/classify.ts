@@ -25,6 +25,12 @@ export interface Acceptance {
   readonly cursor: Cursor;
   /** The cursor names the stream's `end` event: there is nothing to follow. */
   readonly endedAtCursor: boolean;
+  /**
+   * The stream has ended and nothing but its `end` event follows the cursor:
+   * the client already has every message. (Lets an HTTP edge answer 204
+   * instead of an empty stream that some clients would reopen forever.)
+   */
+  readonly nothingLeft: boolean;
 }
 
 export type Classification = Acceptance | Refusal;
@@ -78,12 +84,14 @@ export async function classifyResume(
     return refuse(ResumeVerdict.abandoned, 'the stream ended without its writer finishing it', lastInfo);
   }
 
+  const endedAtCursor = at !== null && lastEvent !== undefined && lastEvent.pos === cursor.pos && lastEvent.kind === EventKind.end;
   const acceptance: Acceptance = {
     verdict: ResumeVerdict.resumed,
     session,
     stream: cursor.stream,
     cursor: { seq: cursor.seq, pos: cursor.pos },
-    endedAtCursor: at !== null && lastEvent !== undefined && lastEvent.pos === cursor.pos && lastEvent.kind === EventKind.end,
+    endedAtCursor,
+    nothingLeft: endedAtCursor,
   };
   if (lastEvent === undefined || lastEvent.pos === cursor.pos) return acceptance;
 
@@ -91,7 +99,9 @@ export async function classifyResume(
   const next = nextMsg === null ? undefined : decode(sessionId, cursor.stream, nextMsg);
   if (next === undefined) return refuse(ResumeVerdict.truncated, 'the events after the cursor were evicted from the log', lastInfo);
   const nextInfo = { ...lastInfo, nextSeq: next.seq, nextPos: next.pos };
-  if (next.seq === cursor.seq + 1 && next.prev === cursor.pos && next.epoch === cursor.epoch) return acceptance;
+  if (next.seq === cursor.seq + 1 && next.prev === cursor.pos && next.epoch === cursor.epoch) {
+    return { ...acceptance, nothingLeft: next.kind === EventKind.end };
+  }
   if (next.seq > cursor.seq + 1) return refuse(ResumeVerdict.truncated, 'retention evicted events right after the cursor', nextInfo);
   return refuse(ResumeVerdict.diverged, 'the event after the cursor does not chain to it', nextInfo);
 }

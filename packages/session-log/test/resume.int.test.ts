@@ -38,6 +38,23 @@ describe('resume classification (DESIGN section 7)', () => {
     expect(events.at(-1)!.kind).toBe('end');
   });
 
+  it('nothingLeft: set only when nothing but the end marker follows the cursor', async () => {
+    const { session, stream, ids } = await seeded(3);
+    const end = await log.append(session.sessionId, stream, 'end', new Uint8Array());
+    const at = async (id: string) => {
+      const r = await log.resume(session.sessionId, id, ALICE);
+      return r.verdict === 'resumed' ? r.nothingLeft : r.verdict;
+    };
+    expect(await at(ids[1]!)).toBe(false);
+    expect(await at(ids[2]!)).toBe(true);
+    expect(await at(end.id)).toBe(true);
+    const open = await seeded(2);
+    expect(await (async () => {
+      const r = await log.resume(open.session.sessionId, open.ids[1]!, ALICE);
+      return r.verdict === 'resumed' ? r.nothingLeft : r.verdict;
+    })()).toBe(false);
+  });
+
   it('resumed at the end marker itself yields nothing and ends at once', async () => {
     const { session, stream } = await seeded(2);
     const end = await log.append(session.sessionId, stream, 'end', new Uint8Array());

@@ -18,8 +18,6 @@ async function main(): Promise<void> {
   const config = parseConfig(argv, process.env);
   const log = await openLog(config);
   const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }));
-  const port = await gateway.listen();
-  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, routes: config.routes.map((r) => r.path) }, 'listening');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -33,8 +31,11 @@ async function main(): Promise<void> {
       },
     );
   };
+  // Handlers first: a SIGTERM right after the ready line must drain, not kill.
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  const port = await gateway.listen();
+  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, routes: config.routes.map((r) => r.path) }, 'listening');
 }
 
 main().catch((err: unknown) => {

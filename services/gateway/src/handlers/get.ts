@@ -87,6 +87,13 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     return replyRefusal(res, 404, verdict, reason, { ...(result.log ?? {}), lastEventId: result.cursor === undefined ? undefined : lastEventId });
   }
   const accepted = result;
+  if (accepted.nothingLeft) {
+    // The stream is complete and the client has all of it. An empty 200
+    // stream would make the SDK client reconnect forever (it only counts a
+    // *result* as the end of a request); 204 has no body, so it stops.
+    res.writeHead(204, { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed });
+    return void res.end();
+  }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? accepted.session.meta[Meta.protocolVersion];
   await serveFromLog(ctx, req, res, {
     sessionId,

@@ -47,6 +47,18 @@ describe('explicit resume verdicts', () => {
     expect(rest.map((m) => m.id)).toEqual(ids.slice(5));
   });
 
+  it('resumed at the last message of a completed stream: 204, no body, so clients stop reconnecting', async () => {
+    const sessionId = await initialize(stack.url);
+    const ids = await streamedIds(sessionId, 4);
+    const done = await request(stack.url, { method: 'GET', sessionId, lastEventId: ids.at(-1)! });
+    expect(done.status).toBe(204);
+    expect(done.headers.get('tether-resume')).toBe('resumed');
+    // One message before the end still streams it.
+    const one = await request(stack.url, { method: 'GET', sessionId, lastEventId: ids.at(-2)! });
+    expect(one.status).toBe(200);
+    expect((await collect(one.messages)).map((m) => m.id).filter((id) => id !== undefined)).toEqual([ids.at(-1)]);
+  });
+
   it('truncated: retention evicted the cursor; 404, the session is gone, a new initialize works', async () => {
     const sessionId = await initialize(stack.url);
     const ids = await streamedIds(sessionId, 60);
