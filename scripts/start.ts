@@ -1,72 +1,115 @@
 /**
  * `npm start`: brings up Tether's local stack and says what is running.
  *
- * NATS is the one at TETHER_NATS_URL, or else an embedded nats-server child
- * process with JetStream and its data under `.tether/nats`. The session log is
- * set up on it and checked end to end (append, then a resume that must yield
- * exactly the suffix). Ctrl-C stops everything this script started.
+ * - NATS: the one at TETHER_NATS_URL, or else an embedded nats-server child
+ *   process with JetStream and its data under `.tether/nats`.
+ * - A demo upstream MCP server (official SDK, with an event store): tools
+ *   `stream_progress`, `notify_standalone`, `echo`.
+ * - Two gateway processes on TETHER_PORT (default 8080) and the next port.
+ * Then it checks a cross-instance resume end to end and prints the endpoints.
+ * Ctrl-C stops everything this script started.
  */
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { SessionLog, principalDigest } from '@tether/session-log';
-import { startNatsServer } from '@tether/testing';
-import type { NatsServer } from '@tether/testing';
+import { fileURLToPath } from 'node:url';
+import { SseParser } from '@tether/protocol';
+import { startMcpUpstream, startNatsServer, startServiceProcess } from '@tether/testing';
+import type { McpUpstream, NatsServer, ServiceProcess } from '@tether/testing';
 
-const log = (line: string): void => {
+const say = (line: string): void => {
   process.stdout.write(`[tether] ${line}\n`);
 };
+const GATEWAY_MAIN = fileURLToPath(new URL('../services/gateway/dist/main.js', import.meta.url));
 
 async function main(): Promise<void> {
-  let embedded: NatsServer | undefined;
-  let natsUrl = process.env.TETHER_NATS_URL;
-  if (natsUrl === undefined || natsUrl === '') {
-    const storeDir = resolve('.tether/nats');
-    mkdirSync(storeDir, { recursive: true });
-    embedded = await startNatsServer({ storeDir });
-    natsUrl = embedded.url;
-    log(`embedded nats-server pid ${embedded.pid} at ${natsUrl} (data in ${storeDir})`);
-  } else {
-    log(`using NATS at ${natsUrl}`);
-  }
-
-  const sessionLog = await SessionLog.create({ servers: natsUrl });
-  log(`session log ready: stream ${sessionLog.config.streamName}, subjects ${sessionLog.config.subjectPrefix}.log.>`);
-  await selfCheck(sessionLog);
-
+  const started: { stop(): Promise<unknown> }[] = [];
   let stopping = false;
-  const stop = async (): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    log('stopping');
-    await sessionLog.close();
-    await embedded?.stop();
-    process.exit(0);
+  const stop = async (code: number): Promise<never> => {
+    if (!stopping) {
+      stopping = true;
+      say('stopping');
+      for (const part of started.reverse()) await part.stop().catch(() => undefined);
+    }
+    process.exit(code);
   };
-  process.on('SIGINT', () => void stop());
-  process.on('SIGTERM', () => void stop());
-  log('running; press Ctrl-C to stop');
-}
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
 
-/** Appends three events and resumes after the first: the log must answer with exactly the other two. */
-async function selfCheck(sessionLog: SessionLog): Promise<void> {
-  const principal = principalDigest('tether-start-self-check');
-  const session = await sessionLog.createSession(principal, { purpose: 'self-check' });
-  const stream = sessionLog.newStreamId();
-  const ids: string[] = [];
-  for (const n of [1, 2, 3]) {
-    const kind = n === 3 ? 'end' : 'event';
-    ids.push((await sessionLog.append(session.sessionId, stream, kind, new TextEncoder().encode(`{"n":${n}}`))).id);
+  try {
+    let natsUrl = process.env.TETHER_NATS_URL ?? '';
+    if (natsUrl === '') {
+      const storeDir = resolve('.tether/nats');
+      mkdirSync(storeDir, { recursive: true });
+      const nats: NatsServer = await startNatsServer({ storeDir });
+      started.push({ stop: () => nats.stop() });
+      natsUrl = nats.url;
+      say(`nats        ${natsUrl}  (embedded nats-server pid ${nats.pid}, data in ${storeDir})`);
+    } else {
+      say(`nats        ${natsUrl}  (from TETHER_NATS_URL)`);
+    }
+
+    const upstream: McpUpstream = await startMcpUpstream({ eventStore: true });
+    started.push({ stop: () => upstream.close() });
+    say(`upstream    ${upstream.url}  (demo MCP server: stream_progress, notify_standalone, echo)`);
+
+    const basePort = Number(process.env.TETHER_PORT ?? 8080);
+    const gateways: ServiceProcess[] = [];
+    for (const [i, name] of ['gateway-a', 'gateway-b'].entries()) {
+      const port = basePort === 0 ? 0 : basePort + i;
+      const gateway = await startServiceProcess({
+        name,
+        command: process.execPath,
+        args: [GATEWAY_MAIN, '--port', String(port), '--nats', natsUrl, '--upstream', upstream.url, '--instance-id', name],
+        readyLine: (json) => json.msg === 'listening',
+      });
+      started.push({ stop: () => gateway.stop('SIGTERM', 10_000) });
+      gateways.push(gateway);
+      say(`${name}   http://127.0.0.1:${gateway.port}/mcp  (pid ${gateway.pid})`);
+    }
+    const [a, b] = gateways.map((g) => `http://127.0.0.1:${g.port}/mcp`) as [string, string];
+    await crossInstanceCheck(a, b);
+    say('ready. Point an MCP client at either gateway; resume on the other one after a dropped connection.');
+    say(`try:  curl -s -X POST ${a} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\`);
+    say(`        -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}' -i`);
+    say('press Ctrl-C to stop');
+  } catch (err) {
+    process.stderr.write(`[tether] failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    await stop(1);
   }
-  const result = await sessionLog.resume(session.sessionId, ids[0]!, principal);
-  if (result.verdict !== 'resumed') throw new Error(`self-check resume was refused: ${result.verdict} (${result.reason})`);
-  const got: string[] = [];
-  for await (const event of result.events()) got.push(event.id);
-  if (got.join(',') !== ids.slice(1).join(',')) throw new Error(`self-check resume yielded ${got.join(',')}, expected ${ids.slice(1).join(',')}`);
-  await sessionLog.closeSession(session.sessionId);
-  log(`self-check passed: resume after ${ids[0]} yielded exactly ${got.length} events, verdict ${result.verdict}`);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`[tether] failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+/** A tool call streamed by gateway A, resumed on gateway B after its second event: B must continue exactly. */
+async function crossInstanceCheck(a: string, b: string): Promise<void> {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' };
+  const init = await fetch(a, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'tether-start', version: '0' } } }),
+  });
+  const sessionId = init.headers.get('mcp-session-id') ?? '';
+  await init.arrayBuffer();
+  const call = await fetch(a, {
+    method: 'POST',
+    headers: { ...headers, 'mcp-session-id': sessionId },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'stream_progress', arguments: { count: 5, delayMs: 20 }, _meta: { progressToken: 1 } } }),
+  });
+  const onA = await ids(call.body);
+  const resumed = await fetch(b, { headers: { ...headers, 'mcp-session-id': sessionId, 'last-event-id': onA[1]! } });
+  const onB = await ids(resumed.body);
+  const expected = onA.slice(2).join(' ');
+  if (resumed.headers.get('tether-resume') !== 'resumed' || onB.join(' ') !== expected) {
+    throw new Error(`cross-instance resume check failed: gateway B sent ${onB.join(' ') || 'nothing'}, expected ${expected}`);
+  }
+  await fetch(a, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
+  say(`self-check passed: a stream recorded via gateway A resumed on gateway B after event 2 with exactly the ${onB.length} events that followed`);
+}
+
+async function ids(body: ReadableStream<Uint8Array> | null): Promise<string[]> {
+  const out: string[] = [];
+  const parser = new SseParser();
+  if (body === null) return out;
+  for await (const chunk of body) for (const m of parser.push(chunk)) if (m.id !== undefined && m.data !== '') out.push(m.id);
+  return out;
+}
+
+void main();
