@@ -1,10 +1,9 @@
 import type { Reporter, TestModule } from 'vitest/node';
 
 /**
- * Prints the one line CI reads: `N passed, N failed` (plus skipped, which are
- * always loud: every skip names its reason in the test title or a warning).
- * Errors outside tests and modules that failed to load count as failures, so a
- * broken file can never turn into a green run.
+ * Prints the one line CI reads: `N passed, N failed` (plus how many were
+ * skipped). Errors outside tests and files that failed outside their tests
+ * count as failures, so a broken file can never turn into a green run.
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
@@ -12,13 +11,16 @@ export default class SummaryReporter implements Reporter {
     let failed = 0;
     let skipped = 0;
     for (const mod of testModules) {
-      if (mod.state() === 'failed' && mod.children.size === 0) failed += 1;
+      let failedHere = 0;
       for (const test of mod.children.allTests()) {
         const state = test.result().state;
         if (state === 'passed') passed += 1;
-        else if (state === 'failed') failed += 1;
+        else if (state === 'failed') failedHere += 1;
         else skipped += 1;
       }
+      // A file that failed outside its tests (a throwing beforeAll, an import
+      // error) counts once, even though its tests only show as skipped.
+      failed += mod.state() === 'failed' && failedHere === 0 ? 1 : failedHere;
     }
     failed += unhandledErrors.length;
     const skippedNote = skipped > 0 ? ` (${skipped} skipped)` : '';

@@ -96,15 +96,28 @@ export interface SpawnedChild {
   hasExited(): boolean;
 }
 
+/** Extras for {@link spawnTracked}; the defaults keep stdout ignored and the parent's env and cwd. */
+export interface SpawnTrackedOptions {
+  /** The child's whole environment. Default: ours. */
+  readonly env?: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  /** Pipe stdout (read it from `child.stdout`) instead of ignoring it. Default false. */
+  readonly pipeStdout?: boolean;
+}
+
 /**
  * Spawns `bin` detached from our event loop (unref'd, stderr unref'd) so a
  * running server never keeps the test runner alive, and registers it for
  * SIGKILL when this process exits.
  */
-export function spawnTracked(bin: string, args: readonly string[], tailLines: number): SpawnedChild {
+export function spawnTracked(bin: string, args: readonly string[], tailLines: number, opts: SpawnTrackedOptions = {}): SpawnedChild {
   hookProcessExit();
   const tail = new LineTail(tailLines);
-  const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(bin, args, {
+    stdio: ['ignore', opts.pipeStdout === true ? 'pipe' : 'ignore', 'pipe'],
+    ...(opts.env === undefined ? {} : { env: opts.env }),
+    ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+  });
   let exitedFlag = false;
   const spawnError = new Promise<Error>((done) => child.once('error', done));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => {
@@ -128,6 +141,7 @@ export function spawnTracked(bin: string, args: readonly string[], tailLines: nu
   child.stderr?.on('data', (chunk: string) => tail.push(chunk));
   child.unref();
   unrefStream(child.stderr);
+  unrefStream(child.stdout);
 
   return { child, pid: child.pid, tail, exited, drained, spawnError, hasExited: () => exitedFlag };
 }

@@ -12,6 +12,10 @@ export const TestingErrorCodes = {
   NatsServerDisposed: 'nats_server_disposed',
   /** A cluster did not form (some node failed, or no meta leader in time). */
   NatsClusterStartFailed: 'nats_cluster_start_failed',
+  /** A service process could not be spawned, or exited before its ready line. */
+  ServiceStartFailed: 'service_start_failed',
+  /** A service process ran but printed no ready line within `readyTimeoutMs`. */
+  ServiceReadyTimeout: 'service_ready_timeout',
 } as const;
 
 export type TestingErrorCode = (typeof TestingErrorCodes)[keyof typeof TestingErrorCodes];
@@ -62,6 +66,53 @@ export class NatsServerStartError extends TestingError {
     this.stderrTail = fields.stderrTail;
     this.args = fields.args;
     this.pid = fields.pid;
+  }
+}
+
+/** A service process (`startServiceProcess`) failed to start or to print its ready line. */
+export class ServiceProcessStartError extends TestingError {
+  /** The `name` given to `startServiceProcess`. */
+  readonly service: string;
+  readonly pid: number | undefined;
+  /** Exit code and signal if the process exited before it was ready (or was killed after the timeout). */
+  readonly exitCode: number | null;
+  readonly exitSignal: NodeJS.Signals | null;
+  /** Last lines of stdout and stderr, oldest first. */
+  readonly stdoutTail: readonly string[];
+  readonly stderrTail: readonly string[];
+
+  constructor(
+    code: typeof TestingErrorCodes.ServiceStartFailed | typeof TestingErrorCodes.ServiceReadyTimeout,
+    message: string,
+    fields: {
+      service: string;
+      command: string;
+      args: readonly string[];
+      pid: number | undefined;
+      exitCode: number | null;
+      exitSignal: NodeJS.Signals | null;
+      stdoutTail: readonly string[];
+      stderrTail: readonly string[];
+      cause?: unknown;
+    },
+  ) {
+    const section = (what: string, lines: readonly string[]) =>
+      lines.length > 0 ? `\n--- ${what} (last ${lines.length} lines) ---\n${lines.join('\n')}` : `\n(${what}: nothing)`;
+    super(
+      code,
+      `${message}\ncommand: ${fields.command} ${fields.args.join(' ')}` +
+        `\nexit: ${fields.exitSignal ?? (fields.exitCode === null ? 'none (never ran)' : `code ${fields.exitCode}`)}` +
+        section('stderr', fields.stderrTail.slice(-30)) +
+        section('stdout', fields.stdoutTail.slice(-30)),
+      fields.cause === undefined ? undefined : { cause: fields.cause },
+    );
+    this.name = 'ServiceProcessStartError';
+    this.service = fields.service;
+    this.pid = fields.pid;
+    this.exitCode = fields.exitCode;
+    this.exitSignal = fields.exitSignal;
+    this.stdoutTail = fields.stdoutTail;
+    this.stderrTail = fields.stderrTail;
   }
 }
 

@@ -3,10 +3,34 @@ export { startNatsServer, type NatsServer, type NatsServerOptions } from './nats
 export { startNatsCluster, type NatsCluster, type NatsClusterOptions } from './nats-cluster.js';
 export { getFreePort, getFreePorts } from './ports.js';
 export {
+  startRoundRobinProxy,
+  type RoundRobinProxy,
+  type RoundRobinProxyOptions,
+  type RoutedRequest,
+} from './round-robin-proxy.js';
+export {
+  startServiceProcess,
+  type ExitStatus,
+  type ReadyLineMatcher,
+  type ServiceProcess,
+  type ServiceProcessOptions,
+} from './service-process.js';
+export {
+  connectSdkClient,
+  startMcpUpstream,
+  UpstreamTools,
+  type McpUpstream,
+  type McpUpstreamOptions,
+  type SdkClient,
+  type SdkClientOptions,
+  type UpstreamRequest,
+} from './mcp-upstream.js';
+export {
   isNatsServerNotFound,
   isTestingError,
   NatsServerNotFoundError,
   NatsServerStartError,
+  ServiceProcessStartError,
   TestingError,
   TestingErrorCodes,
   type TestingErrorCode,
