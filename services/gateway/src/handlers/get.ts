@@ -95,8 +95,12 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     return void res.end();
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? accepted.session.meta[Meta.protocolVersion];
+  // A resumed GET stream replaces whatever older GET of the session is still open.
+  const token = randomBytes(8).toString('hex');
+  if (accepted.stream === '0') ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
   await serveFromLog(ctx, req, res, {
     sessionId,
+    token,
     stream: accepted.stream,
     from: accepted.cursor,
     events: (signal) => accepted.events({ signal }),
