@@ -1,7 +1,6 @@
 import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { EventKind, LogHeader, newEpoch } from '@tether/protocol';
 import { principalDigest, SessionLog } from '@tether/session-log';
 import { progressPayload } from './payload.js';
@@ -75,13 +74,13 @@ export async function measureThroughput(options: ThroughputOptions): Promise<Thr
 
     progress('throughput: warm-up');
     for (const c of concurrencies) {
-      for (const target of targets) await runOnce(target, c, Math.min(2_000, (options.counts.get(c) ?? 0) / 4), js, nc, log);
+      for (const target of targets) await runOnce(target, c, Math.min(2_000, (options.counts.get(c) ?? 0) / 4), js, log);
     }
     for (let round = 1; round <= options.rounds; round += 1) {
       for (const c of concurrencies) {
         for (const target of targets) {
           const count = options.counts.get(c) ?? 0;
-          const perSec = await runOnce(target, c, count, js, nc, log);
+          const perSec = await runOnce(target, c, count, js, log);
           const key = `${target}/${c}`;
           rounds.set(key, [...(rounds.get(key) ?? []), perSec]);
           progress(`throughput round ${round}/${options.rounds}: ${target} c=${c}: ${Math.round(perSec)} events/s`);
@@ -101,8 +100,8 @@ export async function measureThroughput(options: ThroughputOptions): Promise<Thr
 }
 
 /** Sets up `c` fresh lanes (untimed), then times `count` appends spread over them. */
-async function runOnce(target: Target, c: number, count: number, js: JetStreamClient, nc: NatsConnection, log: SessionLog): Promise<number> {
-  const lanes = await Promise.all(Array.from({ length: c }, () => makeLane(target, js, nc, log)));
+async function runOnce(target: Target, c: number, count: number, js: JetStreamClient, log: SessionLog): Promise<number> {
+  const lanes = await Promise.all(Array.from({ length: c }, () => makeLane(target, js, log)));
   // One untimed append per lane: Tether opens its writer (a registry read and
   // a last-message lookup) on a stream's first append; steady state is timed.
   await Promise.all(lanes.map((lane) => lane(1)));
@@ -113,7 +112,7 @@ async function runOnce(target: Target, c: number, count: number, js: JetStreamCl
 
 let laneCounter = 0;
 
-async function makeLane(target: Target, js: JetStreamClient, nc: NatsConnection, log: SessionLog): Promise<Lane> {
+async function makeLane(target: Target, js: JetStreamClient, log: SessionLog): Promise<Lane> {
   laneCounter += 1;
   const token = `lane-${laneCounter}`;
   let n = 0;
@@ -133,7 +132,6 @@ async function makeLane(target: Target, js: JetStreamClient, nc: NatsConnection,
   const subject = `rawx.log.${token}`;
   const epoch = newEpoch();
   let last = 0;
-  void nc;
   return async (k) => {
     for (let i = 0; i < k; i += 1) {
       n += 1;

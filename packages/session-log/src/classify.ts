@@ -62,7 +62,12 @@ export async function classifyResume(
   // The subject comes from the session header and the cursor's stream id;
   // the cursor's position is only ever compared, never used to pick a subject.
   const subject = ctx.subjects.log(sessionId, cursor.stream);
-  const [at, last] = await Promise.all([get(ctx, { seq: cursor.pos }), get(ctx, { last_by_subj: subject })]);
+  // The three reads are independent: one round trip instead of three.
+  const [at, last, nextMsg] = await Promise.all([
+    get(ctx, { seq: cursor.pos }),
+    get(ctx, { last_by_subj: subject }),
+    get(ctx, { seq: cursor.pos + 1, next_by_subj: subject }),
+  ]);
   const lastEvent = last === null ? undefined : decode(sessionId, cursor.stream, last);
   const lastInfo = lastEvent === undefined ? {} : { lastSeq: lastEvent.seq, lastPos: lastEvent.pos };
 
@@ -95,7 +100,6 @@ export async function classifyResume(
   };
   if (lastEvent === undefined || lastEvent.pos === cursor.pos) return acceptance;
 
-  const nextMsg = await get(ctx, { seq: cursor.pos + 1, next_by_subj: subject });
   const next = nextMsg === null ? undefined : decode(sessionId, cursor.stream, nextMsg);
   if (next === undefined) return refuse(ResumeVerdict.truncated, 'the events after the cursor were evicted from the log', lastInfo);
   const nextInfo = { ...lastInfo, nextSeq: next.seq, nextPos: next.pos };

@@ -34,7 +34,8 @@ export async function* replayAfter(ctx: LogContext, subject: string, afterPos: n
   try {
     let pending = info.num_pending;
     if (pending === 0) return;
-    const consumer = await ctx.js.consumers.get(streamName, info.name);
+    // Built from the add() answer: no second round trip for its info.
+    const consumer = ctx.js.consumers.getConsumerFromInfo(info);
     while (pending > 0) {
       let delivered = 0;
       const batch = await consumer.fetch({ max_messages: Math.min(readBatch, pending), expires: FETCH_EXPIRES_MS });
