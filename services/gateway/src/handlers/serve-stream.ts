@@ -40,6 +40,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     options.ensureWriter === undefined
       ? undefined
       : setInterval(() => {
+          if (!ctx.local.claimWriterCheck(options.sessionId, options.stream, ctx.config.leaseTtlMs / 2)) return;
           options.ensureWriter?.().catch((err: unknown) => ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, err: (err as Error).message }, 'writer check failed'));
         }, ctx.config.leaseTtlMs);
   watchdog?.unref();

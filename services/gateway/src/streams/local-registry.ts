@@ -28,6 +28,8 @@ export class LocalRegistry {
   readonly #deliveries = new Map<string, Set<LocalDelivery>>();
   readonly #writers = new Map<string, LocalWriter>();
   readonly #watches = new Map<string, AbortController>();
+  /** When each stream's writer was last checked, so many readers of one stream cost one check. */
+  readonly #writerChecks = new Map<string, number>();
 
   constructor(
     private readonly log: LogPort,
@@ -57,6 +59,20 @@ export class LocalRegistry {
       if (set.size === 0) this.#deliveries.delete(d.sessionId);
       this.#unwatchIfIdle(d.sessionId);
     };
+  }
+
+  /**
+   * True when this instance has not checked the stream's writer within
+   * `intervalMs`; records the check. Coalesces the watchdogs of many readers.
+   */
+  claimWriterCheck(sessionId: string, stream: string, intervalMs: number): boolean {
+    const key = `${sessionId}.${stream}`;
+    const now = Date.now();
+    const last = this.#writerChecks.get(key);
+    if (last !== undefined && now - last < intervalMs) return false;
+    this.#writerChecks.set(key, now);
+    if (this.#writerChecks.size > 100_000) this.#writerChecks.delete(this.#writerChecks.keys().next().value as string);
+    return true;
   }
 
   writer(sessionId: string, stream: string): LocalWriter | undefined {
@@ -110,6 +126,7 @@ export class LocalRegistry {
 
   #unwatchIfIdle(sessionId: string): void {
     if (this.#deliveries.has(sessionId)) return;
+    for (const key of this.#writerChecks.keys()) if (key.startsWith(`${sessionId}.`)) this.#writerChecks.delete(key);
     for (const w of this.#writers.values()) if (w.sessionId === sessionId) return;
     this.#watches.get(sessionId)?.abort();
     this.#watches.delete(sessionId);
