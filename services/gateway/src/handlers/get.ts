@@ -106,6 +106,9 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     events: (signal) => accepted.events({ signal }),
     headers: { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed },
     priming: wantsPriming(protocolVersion),
+    // The SDK client forgets a cursor it did not see on this very response:
+    // priming with the cursor itself keeps it, even if we end before the next event.
+    primeId: lastEventId,
     ensureWriter: () =>
       accepted.stream === '0' ? ensureListener(ctx, accepted.session, protocolVersion) : takeOverIfOrphaned(ctx, accepted.session, accepted.stream, protocolVersion),
   });

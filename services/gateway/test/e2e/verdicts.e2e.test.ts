@@ -43,7 +43,10 @@ describe('explicit resume verdicts', () => {
     const resumed = await request(stack.url, { method: 'GET', sessionId, lastEventId: ids[4]! });
     expect(resumed.status).toBe(200);
     expect(resumed.headers.get('tether-resume')).toBe('resumed');
-    const rest = (await collect(resumed.messages)).filter((m) => m.id !== undefined);
+    const all = await collect(resumed.messages);
+    // Primed with the cursor itself, so a client that is cut again at once keeps its place.
+    expect(all[0]).toMatchObject({ id: ids[4], data: '', retryMs: 1000 });
+    const rest = all.filter((m) => m.id !== undefined && m.data !== '');
     expect(rest.map((m) => m.id)).toEqual(ids.slice(5));
   });
 
@@ -56,7 +59,7 @@ describe('explicit resume verdicts', () => {
     // One message before the end still streams it.
     const one = await request(stack.url, { method: 'GET', sessionId, lastEventId: ids.at(-2)! });
     expect(one.status).toBe(200);
-    expect((await collect(one.messages)).map((m) => m.id).filter((id) => id !== undefined)).toEqual([ids.at(-1)]);
+    expect((await collect(one.messages)).filter((m) => m.data !== '').map((m) => m.id)).toEqual([ids.at(-1)]);
   });
 
   it('truncated: retention evicted the cursor; 404, the session is gone, a new initialize works', async () => {
