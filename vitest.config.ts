@@ -11,6 +11,8 @@ export default defineConfig({
       '@tether/protocol': pkg('protocol'),
       '@tether/testing': pkg('testing'),
       '@tether/session-log': pkg('session-log'),
+      '@tether/resume-guard': pkg('resume-guard'),
+      '@tether/probe': pkg('probe'),
       '@tether/gateway': new URL('./services/gateway/src/index.ts', import.meta.url).pathname,
     },
   },

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { SseParser } from '@tether/protocol';
+import { RESUME_VIOLATION_RPC_CODE, createResumeGuard } from '@tether/resume-guard';
+import type { ResumeViolationError } from '@tether/resume-guard';
+
+const URL_ = 'http://mcp.test/mcp';
+const enc = new TextEncoder();
+const events = (ids: number[], eol = '\n') =>
+  ids.map((n) => `id: ${n}${eol}event: message${eol}data: {"jsonrpc":"2.0","method":"tick","params":{"n":${n}}}${eol}${eol}`).join('');
+
+function split(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
+  const points = [...new Set(cuts)].filter((c) => c > 0 && c < bytes.length).sort((a, b) => a - b);
+  const out: Uint8Array[] = [];
+  let from = 0;
+  for (const p of [...points, bytes.length]) {
+    out.push(bytes.slice(from, p));
+    from = p;
+  }
+  return out;
+}
+
+function sse(chunks: Uint8Array[], headers: Record<string, string> = {}): Response {
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      for (const chunk of chunks) c.enqueue(chunk);
+      c.close();
+    },
+  });
+  return new Response(body, { headers: { 'content-type': 'text/event-stream', 'mcp-session-id': 'S1', ...headers } });
+}
+
+/** A session whose tool stream delivered ids 1..3, then a resume from 3 answered with `resume`. */
+async function resumeWith(resume: Uint8Array[]) {
+  const violations: ResumeViolationError[] = [];
+  const guard = createResumeGuard({
+    autoReinitialize: false,
+    onViolation: (e) => void violations.push(e),
+    fetch: async (_input, init) => {
+      const body = typeof init?.body === 'string' ? init.body : '';
+      if (init?.method === 'GET') return sse(resume);
+      if (body.includes('"initialize"')) {
+        return Response.json({ jsonrpc: '2.0', id: 0, result: { protocolVersion: '2025-11-25' } }, { headers: { 'mcp-session-id': 'S1' } });
+      }
+      return sse([enc.encode(events([1, 2, 3]))]);
+    },
+  });
+  const post = (message: unknown) =>
+    guard.fetch(URL_, { method: 'POST', headers: { 'mcp-session-id': 'S1', 'content-type': 'application/json' }, body: JSON.stringify(message) });
+  await (await guard.fetch(URL_, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {} }) })).text();
+  await (await post({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'count' } })).text();
+  const res = await guard.fetch(URL_, { method: 'GET', headers: { 'mcp-session-id': 'S1', 'last-event-id': '3' } });
+  const received: Uint8Array[] = [];
+  let error: unknown;
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) received.push(chunk);
+  } catch (err) {
+    error = err;
+  }
+  const text = Buffer.concat(received).toString('utf8');
+  const parsed = new SseParser().push(text);
+  return { text, parsed, error, violations };
+}
+
+describe('guarded body', () => {
+  it('passes a correct resumed stream through byte for byte, however it is chunked', async () => {
+    const bytes = enc.encode(`: heartbeat\n\nretry: 100\n\n${events([4, 5, 6, 7, 8])}`);
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 12 }), async (cuts) => {
+        const r = await resumeWith(split(bytes, cuts));
+        expect(r.error).toBeUndefined();
+        expect(r.violations).toEqual([]);
+        expect(r.text).toBe(new TextDecoder().decode(bytes));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('delivers nothing of a gapped resume, however it is chunked, and fails the pending request instead', async () => {
+    const bytes = enc.encode(events([6, 7, 8]));
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 12 }), async (cuts) => {
+        const r = await resumeWith(split(bytes, cuts));
+        expect(r.violations.map((v) => v.code)).toEqual(['gap']);
+        expect(r.parsed.map((m) => m.id)).toEqual([undefined]);
+        const answer = JSON.parse(r.parsed[0]?.data ?? '{}') as { id: unknown; error: { code: number; data: { code: string } } };
+        expect(answer).toMatchObject({ id: 7, error: { code: RESUME_VIOLATION_RPC_CODE, data: { code: 'gap', eventId: '6' } } });
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it.each(['\n', '\r\n', '\r'])('never lets the client dispatch the event after a seam, however it is chunked (eol %j)', async (eol) => {
+    const bytes = enc.encode(events([4, 5, 9, 10], eol));
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 12 }), async (cuts) => {
+        const r = await resumeWith(split(bytes, cuts));
+        expect(r.violations.map((v) => [v.code, v.position])).toEqual([['gap', 'within']]);
+        const ids = r.parsed.map((m) => m.id).filter((id) => id !== undefined);
+        expect(['', '4', '4,5']).toContain(ids.join(','));
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
