@@ -9,6 +9,7 @@ let counter = 0;
 /** A gateway in this process, on a real nats-server and a real SDK upstream. */
 export interface InProcessStack {
   readonly nats: NatsServer;
+  /** The test kit's SDK upstream (also started when `upstreamUrl` points elsewhere). */
   readonly upstream: McpUpstream;
   readonly gateways: Gateway[];
   readonly urls: string[];
@@ -16,7 +17,9 @@ export interface InProcessStack {
   teardown(): Promise<void>;
 }
 
-export async function startInProcessStack(options: { gateways?: number; eventStore?: boolean; args?: string[]; nats?: NatsServer } = {}): Promise<InProcessStack> {
+export async function startInProcessStack(
+  options: { gateways?: number; eventStore?: boolean; args?: string[]; nats?: NatsServer; upstreamUrl?: string } = {},
+): Promise<InProcessStack> {
   const nats = options.nats ?? (await startNatsServer());
   const upstream = await startMcpUpstream({ eventStore: options.eventStore ?? true });
   counter += 1;
@@ -25,7 +28,7 @@ export async function startInProcessStack(options: { gateways?: number; eventSto
   const urls: string[] = [];
   for (let i = 0; i < (options.gateways ?? 1); i += 1) {
     const config = parseConfig(
-      ['--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--log-stream', streamName, '--instance-id', `gw-${i}`, '--heartbeat', '1s', ...(options.args ?? [])],
+      ['--port', '0', '--nats', nats.url, '--upstream', options.upstreamUrl ?? upstream.url, '--log-stream', streamName, '--instance-id', `gw-${i}`, '--heartbeat', '1s', ...(options.args ?? [])],
       {},
     );
     const log = await createLocalLog({
