@@ -11,6 +11,7 @@ export default defineConfig({
       '@tether/protocol': pkg('protocol'),
       '@tether/testing': pkg('testing'),
       '@tether/session-log': pkg('session-log'),
+      '@tether/telemetry': pkg('telemetry'),
       '@tether/resume-guard': pkg('resume-guard'),
       '@tether/probe': pkg('probe'),
       '@tether/gateway': new URL('./services/gateway/src/index.ts', import.meta.url).pathname,

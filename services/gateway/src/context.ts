@@ -1,3 +1,5 @@
+import type { Tracer } from '@opentelemetry/api';
+import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
@@ -13,6 +15,9 @@ export interface GatewayContext {
   readonly pickers: ReadonlyMap<string, UpstreamPicker>;
   /** True once SIGTERM started a drain: new work is refused with 503. */
   readonly draining: () => boolean;
+  /** Spans of our own start with `tether.`/`mcp.`; no-ops unless the service started the SDK. */
+  readonly tracer: Tracer;
+  readonly metrics: TetherMetrics;
 }
 
 export interface RoutedRequest {

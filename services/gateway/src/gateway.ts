@@ -1,6 +1,9 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { context, trace } from '@opentelemetry/api';
+import { createTetherMetrics } from '@tether/telemetry';
+import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config.js';
 import type { GatewayContext } from './context.js';
@@ -9,6 +12,7 @@ import { handleGet } from './handlers/get.js';
 import { handlePost } from './handlers/post.js';
 import { GatewayErrorCode, replyError } from './http/reply.js';
 import { originAllowed } from './http/request.js';
+import { startRequestSpan } from './http/tracing.js';
 import type { LogPort } from './log/log-port.js';
 import { LocalRegistry } from './streams/local-registry.js';
 import { UpstreamPicker } from './upstream.js';
@@ -27,9 +31,13 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger): Gateway {
+/**
+ * `metrics` default to instruments from the global meter provider: create the
+ * gateway after `startTelemetry()` so they export.
+ */
+export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger, metrics: TetherMetrics = createTetherMetrics()): Gateway {
   let draining = false;
-  const local = new LocalRegistry(log, logger.child({ component: 'registry' }));
+  const local = new LocalRegistry(log, logger.child({ component: 'registry' }), (delta) => metrics.sessionsOpen.add(delta));
   const ctx: GatewayContext = {
     config,
     log,
@@ -37,6 +45,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     local,
     pickers: new Map(config.routes.map((r) => [r.path, new UpstreamPicker(r.upstreams)])),
     draining: () => draining,
+    tracer: trace.getTracer('tether-gateway'),
+    metrics,
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -50,6 +60,11 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     if (route === undefined) return replyError(res, { status: 404, code: GatewayErrorCode.transport, message: `no MCP route at ${path.slice(0, 200)}` });
     if (draining) return replyError(res, { status: 503, code: GatewayErrorCode.unavailable, message: 'gateway instance is draining; retry', headers: { 'retry-after': '0', connection: 'close' } });
     if (!originAllowed(req, config.allowedOrigins)) return replyError(res, { status: 403, code: GatewayErrorCode.transport, message: 'Forbidden: Origin not allowed' });
+    const traced = startRequestSpan(ctx, req, res, route.path);
+    return context.with(traced.ctx, () => dispatch(route, req, res));
+  };
+
+  const dispatch = (route: GatewayConfig['routes'][number], req: IncomingMessage, res: ServerResponse): Promise<void> => {
     switch (req.method) {
       case 'POST':
         return handlePost(ctx, route, req, res);
@@ -58,7 +73,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       case 'DELETE':
         return handleDelete(ctx, route, req, res);
       default:
-        return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: `Method Not Allowed: ${String(req.method).slice(0, 16)}`, headers: { allow: 'GET, POST, DELETE' } });
+        replyError(res, { status: 405, code: GatewayErrorCode.transport, message: `Method Not Allowed: ${String(req.method).slice(0, 16)}`, headers: { allow: 'GET, POST, DELETE' } });
+        return Promise.resolve();
     }
   };
 

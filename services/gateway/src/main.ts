@@ -2,12 +2,14 @@
  * tether-gateway: the only file with side effects. Parses flags and env,
  * connects the log, serves, and drains on SIGTERM/SIGINT.
  */
-import { pino } from 'pino';
+import { createRootLogger, createTetherMetrics, startTelemetry } from '@tether/telemetry';
 import { ConfigError, helpText, parseConfig } from './config.js';
 import { createGateway } from './gateway.js';
 import { openLog } from './log/open-log.js';
 
-const logger = pino({ base: { service: 'tether-gateway' } });
+// Telemetry first: instruments and spans created after this export.
+const telemetry = startTelemetry('tether-gateway');
+const logger = createRootLogger('tether-gateway');
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
@@ -17,14 +19,17 @@ async function main(): Promise<void> {
   }
   const config = parseConfig(argv, process.env);
   const log = await openLog(config);
-  const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }));
+  const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }), createTetherMetrics());
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping');
     gateway.drain().then(
-      () => process.exit(0),
+      async () => {
+        await telemetry.shutdown();
+        process.exit(0);
+      },
       (err: unknown) => {
         logger.error({ err: (err as Error).message }, 'drain failed');
         process.exit(1);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId, ResumeVerdict } from '@tether/protocol';
 import type { ResumeResult, SessionRecord } from '@tether/session-log';
@@ -77,6 +78,8 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId, verdict: result.verdict }, 'resume classified');
+  ctx.metrics.resumes.add(1, { verdict: result.verdict });
+  trace.getActiveSpan()?.setAttributes({ 'tether.verdict': result.verdict, 'tether.stream': result.verdict === 'resumed' ? result.stream : '' });
   if (result.verdict !== 'resumed') {
     const { verdict, reason } = result;
     if (verdict === 'malformed') return replyRefusal(res, 400, verdict, reason);
@@ -103,7 +106,8 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     token,
     stream: accepted.stream,
     from: accepted.cursor,
-    events: (signal) => accepted.events({ signal }),
+    events: (signal, stats) => accepted.events({ signal, stats }),
+    replay: true,
     headers: { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed },
     priming: wantsPriming(protocolVersion),
     // The SDK client forgets a cursor it did not see on this very response:

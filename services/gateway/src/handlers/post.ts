@@ -7,6 +7,7 @@ import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../http/reply.js';
 import { BodyError, header, isInitialize, isRequest, parseMessages, principalOf, readBody } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
+import { withMessageTrace } from '../http/tracing.js';
 import { startPostStream } from '../streams/post-stream.js';
 import { callUpstream, forwardHeaders, isEventStream, UpstreamError } from '../upstream.js';
 import { serveFromLog } from './serve-stream.js';
@@ -40,7 +41,17 @@ export async function handlePost(ctx: GatewayContext, route: Route, req: Incomin
   }
   if (session.meta[Meta.route] !== route.path) return replyError(res, unknownSession());
   touchLater(ctx, session);
-  await forward(ctx, session, req, res, body, parsed.messages);
+  // MCP may carry trace context in the message itself (params._meta.traceparent).
+  const metaTraceparent = header(req, 'traceparent') === undefined ? messageTraceparent(parsed.messages) : undefined;
+  await withMessageTrace(ctx, metaTraceparent, 'mcp.message', () => forward(ctx, session, req, res, body, parsed.messages));
+}
+
+function messageTraceparent(messages: JsonRpcMessage[]): string | undefined {
+  for (const m of messages) {
+    const value = (m.params as { _meta?: { traceparent?: unknown } } | undefined)?._meta?.traceparent;
+    if (typeof value === 'string') return value;
+  }
+  return undefined;
 }
 
 async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
@@ -48,7 +59,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
   const abort = new AbortController();
   let answer: Response;
   try {
-    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, signal: abort.signal });
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
@@ -82,6 +93,7 @@ async function forward(ctx: GatewayContext, session: SessionRecord, req: Incomin
       headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]),
       body,
       signal: abort.signal,
+      errors: ctx.metrics.upstreamErrors,
     });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
@@ -146,7 +158,7 @@ async function passThrough(ctx: GatewayContext, route: Route, req: IncomingMessa
   const upstream = ctx.pickers.get(route.path)!.pick();
   let answer: Response;
   try {
-    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body });
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Cursor, LogEvent } from '@tether/session-log';
+import type { Span } from '@opentelemetry/api';
+import { createFollowStats } from '@tether/session-log';
+import type { Cursor, FollowStats, LogEvent } from '@tether/session-log';
+import { linkToTraceparent } from '@tether/telemetry';
 import type { GatewayContext } from '../context.js';
 import { deliver, endWithRetry } from '../streams/deliver.js';
 
@@ -10,7 +13,9 @@ export interface ServeOptions {
   /** Where to start: after this cursor. */
   readonly from: Cursor;
   /** Or: an accepted resume's own iterator. */
-  readonly events?: (signal: AbortSignal) => AsyncIterable<LogEvent>;
+  readonly events?: (signal: AbortSignal, stats: FollowStats) => AsyncIterable<LogEvent>;
+  /** A resume: measured as a replay (span `tether.replay`, replay size and lag metrics). */
+  readonly replay?: boolean;
   readonly headers: Readonly<Record<string, string>>;
   readonly priming: boolean;
   readonly primeId?: string;
@@ -44,8 +49,12 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
           options.ensureWriter?.().catch((err: unknown) => ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, err: (err as Error).message }, 'writer check failed'));
         }, ctx.config.leaseTtlMs);
   watchdog?.unref();
+  const stats = createFollowStats();
+  const replaySpan: Span | undefined = options.replay === true ? ctx.tracer.startSpan('tether.replay', { attributes: { 'tether.stream': options.stream, 'tether.cursor.seq': options.from.seq } }) : undefined;
+  ctx.metrics.streamsOpen.add(1);
   try {
-    const events = options.events?.(abort.signal) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal });
+    const source = options.events?.(abort.signal, stats) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
+    const events = replaySpan === undefined ? source : linkFirst(source, replaySpan);
     const result = await deliver(res, events, {
       headers: options.headers,
       priming: options.priming,
@@ -64,9 +73,36 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     if (abort.signal.reason === 'drain') endWithRetry(res, ctx.config.retryMs);
     else if (!res.writableEnded) res.end();
   } finally {
+    ctx.metrics.streamsOpen.add(-1);
+    if (replaySpan !== undefined) {
+      replaySpan.setAttributes({ 'tether.events.from_log': stats.fromLog, 'tether.events.from_live': stats.fromLive, 'tether.log_passes': stats.logPasses });
+      // Delivered in all, and how many had to come from the log (how far behind the head it was).
+      ctx.metrics.replayEvents.record(stats.fromLog + stats.fromLive);
+      ctx.metrics.streamLag.record(stats.fromLog);
+      replaySpan.end();
+    }
     clearInterval(watchdog);
     res.off('close', onClose);
     unregister();
     void req;
   }
 }
+
+/**
+ * Passes events through; the first one links the replay span to the trace
+ * that recorded it (its `traceparent` header), so a trace view follows the
+ * event from the instance that recorded it to the one that replays it.
+ */
+async function* linkFirst(events: AsyncIterable<LogEvent>, span: Span): AsyncGenerator<LogEvent> {
+  let first = true;
+  for await (const event of events) {
+    if (first) {
+      first = false;
+      const link = linkToTraceparent(event.traceparent);
+      if (link !== undefined) span.addLink(link);
+      span.setAttribute('tether.first_event', event.id);
+    }
+    yield event;
+  }
+}
+

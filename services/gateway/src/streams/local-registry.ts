@@ -34,6 +34,8 @@ export class LocalRegistry {
   constructor(
     private readonly log: LogPort,
     private readonly logger: Logger,
+    /** +1 when this instance starts serving a session, -1 when it stops (metrics). */
+    private readonly onSessionsChanged: (delta: number) => void = () => undefined,
   ) {}
 
   deliveriesOf(sessionId: string): number {
@@ -112,6 +114,7 @@ export class LocalRegistry {
     if (this.#watches.has(sessionId)) return;
     const controller = new AbortController();
     this.#watches.set(sessionId, controller);
+    this.onSessionsChanged(1);
     void (async () => {
       try {
         for await (const message of this.log.watchControl(sessionId, controller.signal)) {
@@ -128,7 +131,10 @@ export class LocalRegistry {
     if (this.#deliveries.has(sessionId)) return;
     for (const key of this.#writerChecks.keys()) if (key.startsWith(`${sessionId}.`)) this.#writerChecks.delete(key);
     for (const w of this.#writers.values()) if (w.sessionId === sessionId) return;
-    this.#watches.get(sessionId)?.abort();
+    const watch = this.#watches.get(sessionId);
+    if (watch === undefined) return;
+    watch.abort();
     this.#watches.delete(sessionId);
+    this.onSessionsChanged(-1);
   }
 }

@@ -1,4 +1,6 @@
+import { context, trace } from '@opentelemetry/api';
 import { HttpHeader, newStreamId } from '@tether/protocol';
+import { traceparentOf } from '@tether/telemetry';
 import type { SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -51,6 +53,9 @@ export function runPump(
   const deadline = setTimeout(() => abort.abort('deadline'), ctx.config.requestDeadlineMs);
   deadline.unref();
   const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
+  const span = ctx.tracer.startSpan('tether.record', { attributes: { 'tether.stream': stream, 'tether.instance': ctx.config.instanceId } });
+  const counters = { appended: 0 };
+  const traceparent = traceparentOf(trace.setSpan(context.active(), span));
   const done = pumpStream({
     log: ctx.log,
     logger,
@@ -63,10 +68,15 @@ export function runPump(
     signal: abort.signal,
     maxEventBytes: ctx.config.maxEventBytes,
     endless: false,
+    ...(traceparent === undefined ? {} : { traceparent }),
+    onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
+    counters,
   }).then(async (outcome) => {
     clearTimeout(deadline);
     await keeper.release();
-    logger.info({ outcome }, 'stream recorded');
+    span.setAttributes({ 'tether.outcome': outcome, 'tether.events': counters.appended });
+    span.end();
+    logger.info({ outcome, events: counters.appended }, 'stream recorded');
     return outcome;
   });
   ctx.local.addWriter({ sessionId, stream, abort, done });

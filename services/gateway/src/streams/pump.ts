@@ -24,6 +24,12 @@ export interface PumpOptions {
   readonly maxEventBytes: number;
   /** The GET stream never completes: when the upstream ends it, reopen. */
   readonly endless: boolean;
+  /** Trace context of the recording, stored with every event so readers elsewhere can link to it. */
+  readonly traceparent?: string;
+  /** Observes each append's latency (ms) until acknowledged. */
+  readonly onAppend?: (ms: number) => void;
+  /** Counts events appended (for the recording span). */
+  readonly counters?: { appended: number };
 }
 
 const APPEND_RETRIES = 5;
@@ -43,10 +49,14 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
   let body: AsyncIterable<Uint8Array> | undefined = options.body;
   let reopenAttempts = 0;
 
+  const traceField = options.traceparent === undefined ? {} : { traceparent: options.traceparent };
   const append = async (kind: 'event' | 'prime' | 'end', payload: Uint8Array, extra: { upstreamId?: string; endReason?: 'complete' | 'abandoned' | 'deadline' }): Promise<void> => {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await log.append(sessionId, stream, kind, payload, extra);
+        const startedAt = performance.now();
+        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField });
+        options.onAppend?.(performance.now() - startedAt);
+        if (options.counters !== undefined) options.counters.appended += 1;
         return;
       } catch (err) {
         // Unknown outcome: retrying the same call is settled by the log, never duplicated.

@@ -28,6 +28,8 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
     throw err;
   }
   const head = await ctx.log.head(sessionId, '0');
+  // A head with an upstream cursor means an earlier holder recorded this stream: we take over from it.
+  if (head?.upstreamId !== undefined) ctx.metrics.leaseTakeovers.add(1, { stream: 'get' });
   const abort = new AbortController();
   const headers: Record<string, string> = { accept: 'text/event-stream' };
   const upstreamSessionId = session.meta[Meta.upstreamSessionId];
@@ -36,7 +38,7 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
   if (head?.upstreamId !== undefined) headers[HttpHeader.lastEventId] = head.upstreamId;
   let answer: Response;
   try {
-    answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'GET', headers, signal: abort.signal });
+    answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'GET', headers, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
   } catch {
     await ctx.log.releaseLease(lease).catch(() => undefined);
     return 'failed';
@@ -64,6 +66,7 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
     signal: abort.signal,
     maxEventBytes: ctx.config.maxEventBytes,
     endless: true,
+    onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
   }).then(async (outcome) => {
     await keeper.release();
     logger.info({ outcome }, 'upstream GET stream ended');

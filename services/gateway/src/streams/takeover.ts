@@ -29,6 +29,7 @@ export async function takeOverIfOrphaned(
     if (isSessionLogError(err, 'lease_held')) return 'writer_alive';
     throw err;
   }
+  ctx.metrics.leaseTakeovers.add(1, { stream: 'post' });
   const [opening] = await ctx.log.readPage(sessionId, stream, 0, 1);
   const outstanding = new Set(parseOpening(opening?.payload).requests);
   const abort = new AbortController();

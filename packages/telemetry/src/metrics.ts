@@ -1,0 +1,48 @@
+import { metrics } from '@opentelemetry/api';
+import type { Counter, Histogram, UpDownCounter } from '@opentelemetry/api';
+
+/** Tether's instruments. Names are stable: dashboards and alerts use them (`tether_resumes_total` in Prometheus). */
+export interface TetherMetrics {
+  /** Resumes by verdict (`verdict` attribute). */
+  readonly resumes: Counter;
+  /** Events replayed by an accepted resume before it went live. */
+  readonly replayEvents: Histogram;
+  /** Time from append call to JetStream acknowledgement, ms. */
+  readonly appendDuration: Histogram;
+  /** Events between a resuming client's cursor and the stream's head when it resumed. */
+  readonly streamLag: Histogram;
+  /** Client streams open on this instance. */
+  readonly streamsOpen: UpDownCounter;
+  /** Sessions with activity on this instance (watched), up and down. */
+  readonly sessionsOpen: UpDownCounter;
+  /** Writer leases taken over from a dead or departed writer. */
+  readonly leaseTakeovers: Counter;
+  /** Upstream calls that failed (`reason` attribute). */
+  readonly upstreamErrors: Counter;
+}
+
+export const METRIC_NAMES = [
+  'tether.resumes',
+  'tether.replay.events',
+  'tether.append.duration',
+  'tether.stream.lag',
+  'tether.streams.open',
+  'tether.sessions.open',
+  'tether.lease.takeovers',
+  'tether.upstream.errors',
+] as const;
+
+/** Instruments from the global meter provider (no-ops until the SDK starts). */
+export function createTetherMetrics(scope = 'tether'): TetherMetrics {
+  const meter = metrics.getMeter(scope);
+  return {
+    resumes: meter.createCounter('tether.resumes', { description: 'Resumes by verdict' }),
+    replayEvents: meter.createHistogram('tether.replay.events', { description: 'Events replayed per accepted resume' }),
+    appendDuration: meter.createHistogram('tether.append.duration', { description: 'Append latency until acknowledged', unit: 'ms' }),
+    streamLag: meter.createHistogram('tether.stream.lag', { description: 'Events behind the head when a client resumed' }),
+    streamsOpen: meter.createUpDownCounter('tether.streams.open', { description: 'Client streams open on this instance' }),
+    sessionsOpen: meter.createUpDownCounter('tether.sessions.open', { description: 'Sessions with activity on this instance' }),
+    leaseTakeovers: meter.createCounter('tether.lease.takeovers', { description: 'Writer leases taken over' }),
+    upstreamErrors: meter.createCounter('tether.upstream.errors', { description: 'Failed upstream calls' }),
+  };
+}

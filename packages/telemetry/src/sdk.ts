@@ -1,0 +1,53 @@
+import { metrics } from '@opentelemetry/api';
+import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+export interface Telemetry {
+  /** Whether traces and metrics are exported (an OTLP endpoint is configured). */
+  readonly exporting: boolean;
+  /** Flushes and stops exporting. Safe to call when nothing was started. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts OpenTelemetry for a service, configured by the standard `OTEL_*`
+ * variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL`,
+ * `OTEL_SERVICE_NAME`, `OTEL_TRACES_EXPORTER=none`, `OTEL_METRICS_EXPORTER=none`,
+ * `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_METRIC_EXPORT_INTERVAL`, …). Without an
+ * OTLP endpoint nothing is started: no exporter retries a missing collector,
+ * and spans stay no-ops. Libraries only ever use `@opentelemetry/api`.
+ */
+export function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env): Telemetry {
+  const endpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  if (endpoint === undefined || endpoint === '' || env.OTEL_SDK_DISABLED === 'true') {
+    return { exporting: false, shutdown: async () => undefined };
+  }
+  const traces = env.OTEL_TRACES_EXPORTER !== 'none';
+  const metricsOn = env.OTEL_METRICS_EXPORTER !== 'none';
+  const sdk = new NodeSDK({
+    resource: resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME ?? serviceName }),
+    ...(traces ? { spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] } : {}),
+    ...(metricsOn
+      ? {
+          metricReader: new PeriodicExportingMetricReader({
+            exporter: new OTLPMetricExporter(),
+            exportIntervalMillis: Number(env.OTEL_METRIC_EXPORT_INTERVAL ?? 15_000),
+          }),
+        }
+      : {}),
+    // We create our own spans; auto-instrumentation of http would double them.
+    instrumentations: [],
+  });
+  sdk.start();
+  return {
+    exporting: true,
+    async shutdown() {
+      await sdk.shutdown().catch(() => undefined);
+      metrics.disable();
+    },
+  };
+}
