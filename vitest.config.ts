@@ -12,13 +12,15 @@ export default defineConfig({
       '@tether/testing': pkg('testing'),
       '@tether/session-log': pkg('session-log'),
       '@tether/telemetry': pkg('telemetry'),
+      '@tether/cursor-proto': pkg('cursor-proto'),
       '@tether/resume-guard': pkg('resume-guard'),
       '@tether/probe': pkg('probe'),
+      '@tether/session-log-service': new URL('./services/session-log/src/index.ts', import.meta.url).pathname,
       '@tether/gateway': new URL('./services/gateway/src/index.ts', import.meta.url).pathname,
     },
   },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts', 'test/**/*.test.ts'],
     // Integration files start their own nats-server processes; two cores do not
     // like more than a few at once.
     maxWorkers: 2,

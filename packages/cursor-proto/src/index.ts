@@ -1,0 +1,88 @@
+/**
+ * @tether/cursor-proto: the gRPC cursor API for TypeScript. Generated code
+ * (ts-proto, `src/gen`, never edited by hand) plus thin helpers. Explicit
+ * named exports only; users' symbols first.
+ */
+
+// The client and how to connect it.
+export { createCursorClient, bearerInterceptor } from './client.js';
+export type { CursorClientOptions, CursorClientTls } from './client.js';
+export { callUnary } from './call.js';
+export type { UnaryCallOptions, UnaryMethod } from './call.js';
+export { CursorServiceClient, CursorServiceService } from './gen/tether/cursor/v1/cursor.js';
+export type { CursorServiceServer } from './gen/tether/cursor/v1/cursor.js';
+
+// Messages (each is a type and its codec).
+export {
+  AcquireLeaseRequest,
+  AcquireLeaseResponse,
+  AppendBatchRequest,
+  AppendBatchResponse,
+  AppendBatchResult,
+  AppendRequest,
+  AppendResponse,
+  CloseSessionRequest,
+  CloseSessionResponse,
+  ControlMessage,
+  ErrorDetail,
+  Event,
+  FollowRequest,
+  FollowResponse,
+  GetLeaseHolderRequest,
+  GetLeaseHolderResponse,
+  GetSessionRequest,
+  GetSessionResponse,
+  HeadRequest,
+  HeadResponse,
+  Lease,
+  LogPositions,
+  OpenSessionRequest,
+  OpenSessionResponse,
+  PublishControlRequest,
+  PublishControlResponse,
+  ReadRequest,
+  ReadResponse,
+  ReleaseLeaseRequest,
+  ReleaseLeaseResponse,
+  RenewLeaseRequest,
+  RenewLeaseResponse,
+  ResumeAck,
+  ResumeRequest,
+  ResumeResponse,
+  Session,
+  TouchSessionRequest,
+  TouchSessionResponse,
+  WatchControlRequest,
+  WatchControlResponse,
+} from './gen/tether/cursor/v1/cursor.js';
+export { Status as RpcStatus } from './gen/google/rpc/status.js';
+
+// Enums (`as const` objects) and their wire spellings.
+export { ControlType, EndReason, EventKind, ResumeVerdict, SessionState } from './gen/tether/cursor/v1/cursor.js';
+export {
+  controlTypeFromSpelling,
+  controlTypeSpelling,
+  endReasonFromSpelling,
+  endReasonSpelling,
+  eventKindFromSpelling,
+  eventKindSpelling,
+  resumeVerdictFromSpelling,
+  resumeVerdictSpelling,
+  sessionStateFromSpelling,
+  sessionStateSpelling,
+} from './spelling.js';
+export type {
+  ControlTypeSpelling,
+  EndReasonSpelling,
+  EventKindSpelling,
+  ResumeVerdictSpelling,
+  SessionStateSpelling,
+} from './spelling.js';
+
+// Error details (google.rpc.Status in `grpc-status-details-bin`).
+export { encodeStatusDetails, errorDetailOf, ERROR_DETAIL_TYPE_URL, readCallFailure, STATUS_DETAILS_KEY, statusOf } from './details.js';
+export type { CallFailure } from './details.js';
+
+// For server reflection.
+export { descriptorSetBase64 } from './gen/descriptor-set.js';
+export { protobufPackage } from './gen/tether/cursor/v1/cursor.js';

@@ -1,0 +1,294 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import type { ClientReadableStream } from '@grpc/grpc-js';
+import { callUnary, controlTypeFromSpelling, controlTypeSpelling, createCursorClient, readCallFailure, resumeVerdictSpelling } from '@tether/cursor-proto';
+import { endReasonFromSpelling, endReasonSpelling, eventKindFromSpelling, eventKindSpelling } from '@tether/cursor-proto';
+import type { CursorClientTls, CursorServiceClient, Event, Lease as WireLease, ResumeResponse, Session } from '@tether/cursor-proto';
+import { decodeEventId } from '@tether/protocol';
+import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
+import type { Cursor, Lease, LogEvent, Refusal, SessionLogErrorFields, SessionRecord } from '@tether/session-log';
+import type { LogPort } from './log-port.js';
+
+export interface GrpcLogOptions {
+  /** `host:port` of the session-log service (or a balancer in front of several). */
+  readonly target: string;
+  /** Bearer token the service accepts. Default none. */
+  readonly token?: string;
+  /** TLS: `true` trusts the system roots; an object adds a CA and/or a client certificate (mTLS). Default plaintext. */
+  readonly tls?: boolean | CursorClientTls;
+  /** Deadline of each unary call. Default 10 s. */
+  readonly callTimeoutMs?: number;
+  /** Attempts of an append whose reply was lost (UNAVAILABLE, DEADLINE_EXCEEDED). Default 3. */
+  readonly appendAttempts?: number;
+  /** How long `createGrpcLog` waits for the first connection. Default 10 s. */
+  readonly connectTimeoutMs?: number;
+}
+
+/** Resume and Follow messages both carry the next event here. */
+type Carrier = { event?: Event | undefined };
+
+/** A resumed call whose events nobody claimed within this long is cancelled; `events()` then follows from the cursor. */
+const UNCLAIMED_RESUME_MS = 10_000;
+const MAX_TRACKED_STREAMS = 10_000;
+/** Times a broken stream is opened again before its reader gets `log_unavailable` (backoff up to 2 s each). */
+const REOPEN_ATTEMPTS = 10;
+const LIBRARY_CODES: ReadonlySet<string> = new Set(Object.values(SessionLogErrorCode));
+
+/**
+ * The log over the cursor API (the session-log service): the gateway holds no
+ * NATS credentials. Same semantics and error codes as the in-process log:
+ * statuses are mapped back to `SessionLogError`s from their ErrorDetail, a
+ * refused resume comes back as a `Refusal` with its verdict and positions.
+ *
+ * Appends carry `expected_seq` (this client tracks each stream's last seq,
+ * asking Head once when it does not know it), so an append whose reply was
+ * lost is retried without ever being stored twice, on whichever instance.
+ */
+export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
+  const tls = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
+  const client = createCursorClient({ target: options.target, ...(options.token === undefined ? {} : { token: options.token }), ...(tls === undefined ? {} : { tls }) });
+  const deadlineMs = options.callTimeoutMs ?? 10_000;
+  const attempts = options.appendAttempts ?? 3;
+  try {
+    await new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + (options.connectTimeoutMs ?? 10_000), (err) => (err ? reject(err) : resolve())));
+  } catch (err) {
+    client.close();
+    throw new SessionLogError(SessionLogErrorCode.logUnavailable, `cannot reach the session-log service at ${options.target}: ${String(err)}`, {}, { cause: err });
+  }
+  const call = <Req, Res>(method: Parameters<typeof callUnary<Req, Res>>[0], request: Req): Promise<Res> =>
+    callUnary(method.bind(client), request, { deadlineMs }).catch((err: unknown) => {
+      throw toLogError(err);
+    });
+  const head = async (sessionId: string, stream: string): Promise<LogEvent | undefined> => {
+    const { event } = await call(client.head, { sessionId, stream });
+    return event === undefined ? undefined : toLogEvent(sessionId, event);
+  };
+  const lastSeq = new Map<string, number>();
+  const queues = new Map<string, Promise<unknown>>();
+  /** Events after `from`; after a lost connection it follows again from the last event delivered (the service checks the chain). */
+  const follower = (sessionId: string, stream: string, from: Cursor, signal?: AbortSignal, first?: ClientReadableStream<Carrier>) => {
+    let after = from;
+    const open = (): ClientReadableStream<Carrier> => client.follow({ sessionId, stream, afterSeq: after.seq, afterPos: after.pos });
+    const pick = (m: Carrier): LogEvent | undefined => {
+      if (m.event === undefined) return undefined;
+      after = { seq: m.event.seq, pos: m.event.pos };
+      return toLogEvent(sessionId, m.event);
+    };
+    return reopening(open, pick, signal, first);
+  };
+
+  const port: LogPort = {
+    describe: `grpc ${options.target}`,
+    createSession: async (principal, meta) => toRecord((await call(client.openSession, { principal, meta: { ...meta } })).session, principal),
+    authorize: async (sessionId, principal) => toRecord((await call(client.getSession, { sessionId, principal })).session, principal),
+    touchSession: async (sessionId) => void (await call(client.touchSession, { sessionId })),
+    closeSession: async (sessionId, from) => (await call(client.closeSession, { sessionId, from })).closed,
+
+    append(sessionId, stream, kind, payload, appendOptions = {}) {
+      const key = `${sessionId}.${stream}`;
+      const run = (queues.get(key) ?? Promise.resolve()).then(async () => {
+        const expectedSeq = (lastSeq.get(key) ?? (await head(sessionId, stream))?.seq ?? 0) + 1;
+        const request = {
+          sessionId,
+          stream,
+          kind: eventKindFromSpelling(kind) ?? 0,
+          payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
+          upstreamId: appendOptions.upstreamId,
+          endReason: appendOptions.endReason === undefined ? 0 : (endReasonFromSpelling(appendOptions.endReason) ?? 0),
+          traceparent: appendOptions.traceparent,
+          expectedSeq,
+        };
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            const result = await callUnary(client.append.bind(client), request, { deadlineMs });
+            lastSeq.delete(key);
+            if (kind !== 'end') lastSeq.set(key, result.seq);
+            if (lastSeq.size > MAX_TRACKED_STREAMS) lastSeq.delete(lastSeq.keys().next().value as string);
+            return { id: result.id, seq: result.seq, pos: result.pos };
+          } catch (err) {
+            const code = readCallFailure(err).code;
+            // The outcome is unknown: the same expected_seq makes the retry safe.
+            if ((code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED) && attempt < attempts) {
+              await new Promise((r) => setTimeout(r, 50 * attempt));
+              continue;
+            }
+            lastSeq.delete(key);
+            throw toLogError(err);
+          }
+        }
+      });
+      const tail = run.catch(() => undefined);
+      queues.set(key, tail);
+      void tail.then(() => queues.get(key) === tail && queues.delete(key));
+      return run;
+    },
+    head,
+    readPage: async (sessionId, stream, afterSeq, limit) =>
+      (await call(client.read, { sessionId, stream, afterSeq, limit, afterPos: undefined })).events.map((e) => toLogEvent(sessionId, e)),
+
+    async resume(sessionId, lastEventId, principal) {
+      const stream = client.resume({ sessionId, lastEventId, principal });
+      let first: ResumeResponse;
+      try {
+        first = await firstMessage(stream);
+      } catch (err) {
+        const refusal = toRefusal(sessionId, err);
+        if (refusal !== undefined) return refusal;
+        throw toLogError(err);
+      }
+      const ack = first.ack;
+      if (ack === undefined) {
+        stream.cancel();
+        throw new SessionLogError(SessionLogErrorCode.logUnavailable, 'the session-log service sent an event before the resume ack', { sessionId });
+      }
+      stream.pause();
+      // Until events() reads it, an error (a cancel by the timer below) must not be unhandled.
+      stream.on('error', () => undefined);
+      let pending: ClientReadableStream<ResumeResponse> | undefined = stream;
+      const unclaimed = setTimeout(() => {
+        pending?.cancel();
+        pending = undefined;
+      }, UNCLAIMED_RESUME_MS);
+      unclaimed.unref();
+      const cursor = { seq: ack.cursorSeq, pos: ack.cursorPos };
+      return {
+        verdict: 'resumed',
+        session: toRecord(ack.session, principal),
+        stream: ack.stream,
+        cursor,
+        endedAtCursor: ack.endedAtCursor,
+        nothingLeft: ack.nothingLeft,
+        events: (eventOptions = {}) => {
+          if (ack.endedAtCursor) return (async function* () {})();
+          // The first reading continues this very call; later ones (or one after it expired) follow from the cursor.
+          const first = pending;
+          pending = undefined;
+          clearTimeout(unclaimed);
+          return follower(sessionId, ack.stream, cursor, eventOptions.signal, first);
+        },
+      };
+    },
+    follow(sessionId, stream, from, followOptions = {}) {
+      if (followOptions.endedAtCursor === true) return (async function* () {})();
+      return follower(sessionId, stream, from, followOptions.signal);
+    },
+
+    acquireLease: async (sessionId, stream, owner, ttlMs) => toLease((await call(client.acquireLease, { sessionId, stream, owner, ttlMs })).lease),
+    renewLease: async (lease, ttlMs) => toLease((await call(client.renewLease, { lease: { ...lease }, ttlMs })).lease),
+    releaseLease: async (lease) => void (await call(client.releaseLease, { lease: { ...lease } })),
+
+    publishControl(message) {
+      const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };
+      // Fire and forget, like a core-NATS publish: nobody waits for it.
+      call(client.publishControl, request).catch(() => undefined);
+    },
+    async *watchControl(sessionId, signal) {
+      for await (const message of reopening(() => client.watchControl({ sessionId }), (m) => m.message, signal)) {
+        const type = controlTypeSpelling(message.type);
+        if (type === undefined) continue;
+        yield { type, sessionId: message.sessionId, ...(message.stream === undefined ? {} : { stream: message.stream }), ...(message.from === undefined ? {} : { from: message.from }) };
+      }
+    },
+
+    ready: () =>
+      new Promise<boolean>((resolve) => {
+        // grpc.health.v1.Health/Check with an empty request (service ""); the answer's field 1 is the status, 1 = SERVING.
+        client.makeUnaryRequest('/grpc.health.v1.Health/Check', () => Buffer.alloc(0), (b: Buffer) => b, {}, new Metadata(), { deadline: Date.now() + 2_000 }, (err, value) =>
+          resolve(err === null && value !== undefined && value[0] === 0x08 && value[1] === 0x01),
+        );
+      }),
+    close: async () => client.close(),
+  };
+  return port;
+}
+
+/**
+ * The items of a server stream as an async generator, cancelled when the
+ * consumer stops or `signal` aborts. A lost connection (UNAVAILABLE: the
+ * service restarted, a balancer moved) opens the stream again, with backoff,
+ * so a rolling restart of the service is invisible to readers; any other
+ * failure is the library's error.
+ */
+async function* reopening<M, T>(open: () => ClientReadableStream<M>, pick: (m: M) => T | undefined, signal?: AbortSignal, first?: ClientReadableStream<M>): AsyncGenerator<T, void, undefined> {
+  let call = first ?? open();
+  const aborted = (): boolean => signal?.aborted === true;
+  const cancel = (): void => call.cancel();
+  signal?.addEventListener('abort', cancel, { once: true });
+  try {
+    for (let failures = 0; !aborted(); call = open()) {
+      try {
+        call.resume();
+        for await (const message of call as AsyncIterable<M>) {
+          const item = pick(message);
+          failures = 0;
+          if (item !== undefined) yield item;
+        }
+        return;
+      } catch (err) {
+        if (aborted()) return;
+        if (readCallFailure(err).code !== status.UNAVAILABLE || ++failures > REOPEN_ATTEMPTS) throw toLogError(err);
+        await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** failures, 2_000)));
+      }
+    }
+  } finally {
+    signal?.removeEventListener('abort', cancel);
+    call.cancel();
+  }
+}
+
+function firstMessage<M>(call: ClientReadableStream<M>): Promise<M> {
+  return new Promise<M>((resolve, reject) => {
+    const settle = (done: () => void): void => {
+      call.removeAllListeners('data').removeAllListeners('end').removeListener('error', onError);
+      done();
+    };
+    const onError = (err: unknown): void => settle(() => reject(err));
+    call.once('data', (m: M) => settle(() => resolve(m)));
+    call.once('error', onError);
+    call.once('end', () => settle(() => reject(new SessionLogError(SessionLogErrorCode.logUnavailable, 'the resume call ended without an ack'))));
+  });
+}
+
+/** A status with code `resume_refused` is a Refusal (the verdict and positions kept); anything else is not. */
+function toRefusal(sessionId: string, err: unknown): Refusal | undefined {
+  const { message, detail } = readCallFailure(err);
+  const verdict = detail?.code === 'resume_refused' ? resumeVerdictSpelling(detail.verdict) : undefined;
+  if (detail === undefined || verdict === undefined || verdict === 'resumed') return undefined;
+  const cursor = detail.cursor === undefined ? undefined : decodeEventId(detail.cursor);
+  const log = Object.fromEntries(Object.entries(detail.log ?? {}).filter(([, v]) => v !== undefined)) as NonNullable<Refusal['log']>;
+  const reason = detail.facts['reason'] ?? message;
+  return { verdict, reason, sessionId, ...(cursor?.ok === true ? { cursor: cursor.value } : {}), ...(Object.keys(log).length > 0 ? { log } : {}) };
+}
+
+/** A failed call as the library's error: same code and fields; transport failures and service-only codes are `log_unavailable`. */
+function toLogError(err: unknown): SessionLogError {
+  if (err instanceof SessionLogError) return err;
+  const { code, message, detail } = readCallFailure(err);
+  const libraryCode = detail !== undefined && LIBRARY_CODES.has(detail.code) ? (detail.code as SessionLogErrorCode) : SessionLogErrorCode.logUnavailable;
+  const facts: Record<string, unknown> = { ...detail?.facts, grpcStatus: code, ...(detail === undefined || libraryCode === detail.code ? {} : { serviceCode: detail.code }) };
+  if (detail?.holderExpiresAtMs !== undefined) facts['expiresAtMs'] = detail.holderExpiresAtMs;
+  const fields: Record<string, unknown> = { detail: facts };
+  for (const key of ['sessionId', 'stream', 'seq', 'pos', 'expectedSeq', 'expectedPrev', 'holder'] as const) if (detail?.[key] !== undefined) fields[key] = detail[key];
+  const text = libraryCode === SessionLogErrorCode.logUnavailable && detail?.code !== 'log_unavailable' ? `session-log service: ${message}` : message;
+  return new SessionLogError(libraryCode, text, fields as SessionLogErrorFields, { cause: err });
+}
+
+function toRecord(session: Session | undefined, principal: string): SessionRecord {
+  if (session === undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, 'the session-log service answered without a session');
+  const { sessionId, epoch, createdAtMs, touchedAtMs, meta } = session;
+  // The service keeps only a digest of the principal and never sends it; the caller's own value stands in.
+  return { sessionId, epoch, principal, state: session.state === 2 ? 'closed' : 'active', createdAtMs, touchedAtMs, meta: { ...meta } };
+}
+
+function toLogEvent(sessionId: string, event: Event): LogEvent {
+  const id = decodeEventId(event.id);
+  const kind = eventKindSpelling(event.kind);
+  if (!id.ok || kind === undefined) throw new SessionLogError(SessionLogErrorCode.streamDiverged, 'the session-log service sent a malformed event', { sessionId, pos: event.pos });
+  const { id: text, stream, seq, pos, prev, payload, upstreamId, traceparent } = event;
+  const bytes = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
+  return { id: text, sessionId, stream, epoch: id.value.epoch, seq, pos, prev, kind, payload: bytes, upstreamId, endReason: endReasonSpelling(event.endReason), traceparent };
+}
+
+function toLease(lease: WireLease | undefined): Lease {
+  if (lease === undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, 'the session-log service answered without a lease');
+  return { ...lease };
+}

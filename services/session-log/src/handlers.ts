@@ -1,0 +1,108 @@
+import { controlTypeSpelling } from '@tether/cursor-proto';
+import type { CursorServiceServer } from '@tether/cursor-proto';
+import type { ControlMessage, SessionLog } from '@tether/session-log';
+import type { Logger } from 'pino';
+import { Appender } from './append.js';
+import type { AppendLimits } from './append.js';
+import type { Authenticator } from './auth.js';
+import { countOf, fromProtoLease, sessionIdOf, streamIdOf, textOf, toProtoEvent, toProtoLease } from './convert.js';
+import { invalid } from './errors.js';
+import { CallerScope, StreamLimiter } from './scope.js';
+import { SessionHandlers } from './sessions.js';
+import { followHandler, resumeHandler, watchControlHandler } from './streams.js';
+import { unary } from './unary.js';
+
+export interface HandlerOptions extends AppendLimits {
+  readonly maxStreamsPerCaller: number;
+}
+
+const MIN_TTL_MS = 1_000;
+const MAX_TTL_MS = 600_000;
+
+/** The CursorService implementation over one SessionLog. */
+export function createHandlers(log: SessionLog, auth: Authenticator, logger: Logger, options: HandlerOptions): { implementation: CursorServiceServer; limiter: StreamLimiter } {
+  const scope = new CallerScope(log);
+  const limiter = new StreamLimiter(options.maxStreamsPerCaller);
+  const appender = new Appender(log, scope, options);
+  const sessions = new SessionHandlers(log, scope, appender);
+  const deps = { log, auth, scope, limiter, logger };
+  const ttlOf = (ttlMs: number): number => countOf('ttl_ms', ttlMs, MIN_TTL_MS, MAX_TTL_MS);
+  const ownerOf = (owner: string): string => {
+    if (owner === '') throw invalid('owner must not be empty');
+    return textOf('owner', owner, 128);
+  };
+  /** Checks the ids and that the session is the caller's; returns them validated. */
+  const scoped = async (caller: string, sessionId: string, stream: string): Promise<[string, string]> => {
+    const ids: [string, string] = [sessionIdOf(sessionId), streamIdOf(stream)];
+    await scope.check(ids[0], caller);
+    return ids;
+  };
+
+  const implementation: CursorServiceServer = {
+    openSession: unary(auth, logger, 'OpenSession', (req, ctx) => sessions.open(req, ctx)),
+    getSession: unary(auth, logger, 'GetSession', (req, ctx) => sessions.get(req, ctx)),
+    touchSession: unary(auth, logger, 'TouchSession', (req, ctx) => sessions.touch(req, ctx)),
+    closeSession: unary(auth, logger, 'CloseSession', (req, ctx) => sessions.close(req, ctx)),
+
+    append: unary(auth, logger, 'Append', (req, ctx) => appender.append(ctx.caller, req, ctx.traceparent)),
+    appendBatch: unary(auth, logger, 'AppendBatch', async (req, ctx) => ({
+      results: await appender.appendBatch(ctx.caller, req.entries, ctx.cancelled, ctx.traceparent),
+    })),
+    head: unary(auth, logger, 'Head', async (req, ctx) => {
+      const [sessionId, stream] = await scoped(ctx.caller, req.sessionId, req.stream);
+      const event = await log.head(sessionId, stream);
+      return { event: event === undefined ? undefined : toProtoEvent(event) };
+    }),
+    read: unary(auth, logger, 'Read', async (req, ctx) => {
+      const [sessionId, stream] = await scoped(ctx.caller, req.sessionId, req.stream);
+      const afterSeq = countOf('after_seq', req.afterSeq, 0, Number.MAX_SAFE_INTEGER);
+      const limit = countOf('limit', req.limit, 1, 10_000);
+      const afterPos = req.afterPos === undefined ? undefined : countOf('after_pos', req.afterPos, 0, Number.MAX_SAFE_INTEGER);
+      const events = await log.readPage(sessionId, stream, afterSeq, limit, afterPos);
+      return { events: events.map(toProtoEvent) };
+    }),
+
+    resume: resumeHandler(deps),
+    follow: followHandler(deps),
+
+    acquireLease: unary(auth, logger, 'AcquireLease', async (req, ctx) => {
+      const [sessionId, stream] = await scoped(ctx.caller, req.sessionId, req.stream);
+      return { lease: toProtoLease(await log.leases.acquire(sessionId, stream, ownerOf(req.owner), ttlOf(req.ttlMs))) };
+    }),
+    renewLease: unary(auth, logger, 'RenewLease', async (req, ctx) => {
+      const lease = fromProtoLease(req.lease);
+      await scope.check(lease.sessionId, ctx.caller);
+      return { lease: toProtoLease(await log.leases.renew(lease, ttlOf(req.ttlMs))) };
+    }),
+    releaseLease: unary(auth, logger, 'ReleaseLease', async (req, ctx) => {
+      const lease = fromProtoLease(req.lease);
+      await scope.check(lease.sessionId, ctx.caller);
+      await log.leases.release(lease);
+      return {};
+    }),
+    getLeaseHolder: unary(auth, logger, 'GetLeaseHolder', async (req, ctx) => {
+      const [sessionId, stream] = await scoped(ctx.caller, req.sessionId, req.stream);
+      const holder = await log.leases.holder(sessionId, stream);
+      return { lease: holder === undefined ? undefined : toProtoLease(holder) };
+    }),
+
+    publishControl: unary(auth, logger, 'PublishControl', async (req, ctx) => {
+      const message = req.message;
+      if (message === undefined) throw invalid('message is required');
+      const type = controlTypeSpelling(message.type);
+      if (type === undefined) throw invalid(`message.type must be CLOSED, SUPERSEDED or DRAIN, got ${message.type}`);
+      const sessionId = sessionIdOf(message.sessionId);
+      await scope.check(sessionId, ctx.caller);
+      const control: ControlMessage = {
+        type,
+        sessionId,
+        ...(message.stream === undefined ? {} : { stream: streamIdOf(message.stream) }),
+        ...(message.from === undefined ? {} : { from: textOf('from', message.from, 256) }),
+      };
+      log.publishControl(control);
+      return {};
+    }),
+    watchControl: watchControlHandler(deps),
+  };
+  return { implementation, limiter };
+}
