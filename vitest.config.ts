@@ -20,7 +20,22 @@ export default defineConfig({
     },
   },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'all',
+          include: ['packages/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+        },
+      },
+      {
+        // The gateway's end-to-end suite again, with the session-log service
+        // owning the log and gateways on `--log grpc://` (no NATS): both log
+        // modes behind one interface, proven by the same tests.
+        extends: true,
+        test: { name: 'e2e-grpc', include: ['services/gateway/test/e2e/**/*.test.ts'], env: { TETHER_E2E_LOG: 'grpc' } },
+      },
+    ],
     // Integration files start their own nats-server processes; two cores do not
     // like more than a few at once.
     maxWorkers: 2,

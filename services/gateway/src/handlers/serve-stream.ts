@@ -50,11 +50,13 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
         }, ctx.config.leaseTtlMs);
   watchdog?.unref();
   const stats = createFollowStats();
+  // Counted here too: in gRPC mode the log's own follow stats stay on the service.
+  const replayed = { events: 0 };
   const replaySpan: Span | undefined = options.replay === true ? ctx.tracer.startSpan('tether.replay', { attributes: { 'tether.stream': options.stream, 'tether.cursor.seq': options.from.seq } }) : undefined;
   ctx.metrics.streamsOpen.add(1);
   try {
     const source = options.events?.(abort.signal, stats) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
-    const events = replaySpan === undefined ? source : linkFirst(source, replaySpan);
+    const events = replaySpan === undefined ? source : linkFirst(source, replaySpan, replayed);
     const result = await deliver(res, events, {
       headers: options.headers,
       priming: options.priming,
@@ -75,9 +77,14 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
   } finally {
     ctx.metrics.streamsOpen.add(-1);
     if (replaySpan !== undefined) {
-      replaySpan.setAttributes({ 'tether.events.from_log': stats.fromLog, 'tether.events.from_live': stats.fromLive, 'tether.log_passes': stats.logPasses });
+      replaySpan.setAttributes({
+        'tether.events': replayed.events,
+        'tether.events.from_log': stats.fromLog,
+        'tether.events.from_live': stats.fromLive,
+        'tether.log_passes': stats.logPasses,
+      });
       // Delivered in all, and how many had to come from the log (how far behind the head it was).
-      ctx.metrics.replayEvents.record(stats.fromLog + stats.fromLive);
+      ctx.metrics.replayEvents.record(replayed.events);
       ctx.metrics.streamLag.record(stats.fromLog);
       replaySpan.end();
     }
@@ -93,9 +100,10 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
  * that recorded it (its `traceparent` header), so a trace view follows the
  * event from the instance that recorded it to the one that replays it.
  */
-async function* linkFirst(events: AsyncIterable<LogEvent>, span: Span): AsyncGenerator<LogEvent> {
+async function* linkFirst(events: AsyncIterable<LogEvent>, span: Span, counted: { events: number }): AsyncGenerator<LogEvent> {
   let first = true;
   for await (const event of events) {
+    counted.events += 1;
     if (first) {
       first = false;
       const link = linkToTraceparent(event.traceparent);

@@ -16,6 +16,7 @@ export interface GatewayProcess {
 
 /** Real processes: nats-server, an SDK upstream, N gateway processes, and a balancer that rotates every request. */
 export interface Stack {
+  readonly mode: LogMode;
   readonly nats: NatsServer;
   readonly upstream: McpUpstream;
   readonly gateways: GatewayProcess[];
@@ -31,18 +32,45 @@ export interface Stack {
   teardown(): Promise<void>;
 }
 
+export type LogMode = 'nats' | 'grpc';
+
 export interface StackOptions {
   readonly gateways?: number;
   readonly eventStore?: boolean;
+  /** Extra gateway flags. */
   readonly args?: readonly string[];
+  /** Log settings (`--log-max-msgs-per-stream 20`, …), given to whichever process owns the log. */
+  readonly logSettings?: readonly string[];
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * `nats`: gateways use JetStream in-process. `grpc`: a session-log service
+   * owns the log and gateways reach it with `--log grpc://` (no NATS at all).
+   * Default `TETHER_E2E_LOG`, else `nats`: the suite runs in both modes.
+   */
+  readonly log?: LogMode;
 }
+
+const SESSION_LOG_MAIN = fileURLToPath(new URL('../../../session-log/dist/main.js', import.meta.url));
+const E2E_TOKEN = 'e2e-gateways:e2e-secret-token';
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   counter += 1;
   const tag = `E2E_${process.pid}_${counter}`;
+  const mode: LogMode = options.log ?? (process.env.TETHER_E2E_LOG === 'grpc' ? 'grpc' : 'nats');
   const nats = await startNatsServer();
   const upstream = await startMcpUpstream({ eventStore: options.eventStore ?? true });
+  const logSettings = ['--log-stream', tag, ...(options.logSettings ?? [])];
+  let service: ServiceProcess | undefined;
+  if (mode === 'grpc') {
+    service = await startServiceProcess({
+      name: 'session-log',
+      command: process.execPath,
+      args: [SESSION_LOG_MAIN, '--port', '0', '--nats', nats.url, '--token', E2E_TOKEN, ...logSettings],
+      readyLine: (json) => json.msg === 'listening',
+    });
+  }
+  const logFlags =
+    service === undefined ? ['--nats', nats.url, ...logSettings] : ['--log', `grpc://127.0.0.1:${service.port}`, '--log-token', E2E_TOKEN.split(':')[1]!];
   const gateways: GatewayProcess[] = [];
   let index = 0;
   const addGateway = async (): Promise<GatewayProcess> => {
@@ -53,7 +81,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       command: process.execPath,
       args: [
         MAIN,
-        ...['--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--log-stream', tag, '--instance-id', name],
+        ...['--port', '0', ...logFlags, '--upstream', upstream.url, '--instance-id', name],
         ...['--lease-ttl', '2s', '--heartbeat', '1s', '--drain-timeout', '5s'],
         ...(options.args ?? []),
       ],
@@ -68,6 +96,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   for (let i = 0; i < (options.gateways ?? 3); i += 1) await addGateway();
   const proxy = await startRoundRobinProxy(gateways.map((g) => g.origin));
   return {
+    mode,
     nats,
     upstream,
     gateways,
@@ -86,6 +115,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     async teardown() {
       await proxy.close();
       await Promise.all(gateways.map((g) => g.process.stop('SIGKILL' as NodeJS.Signals, 2_000).catch(() => undefined)));
+      await service?.stop('SIGKILL' as NodeJS.Signals, 2_000).catch(() => undefined);
       await upstream.close();
       await nats.cleanup();
     },

@@ -9,7 +9,7 @@ import type { Stack } from './stack.js';
 let stack: Stack;
 beforeAll(async () => {
   // A small per-stream cap, so retention eviction is easy to force.
-  stack = await startStack({ gateways: 2, eventStore: true, args: ['--log-max-msgs-per-stream', '20'] });
+  stack = await startStack({ gateways: 2, eventStore: true, logSettings: ['--log-max-msgs-per-stream', '20'] });
 });
 afterAll(async () => {
   await stack?.teardown();
