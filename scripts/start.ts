@@ -2,13 +2,17 @@
  * `npm start`: brings up Tether's local stack and says what is running.
  *
  * - NATS: the one at TETHER_NATS_URL, or else an embedded nats-server child
- *   process with JetStream and its data under `.tether/nats`.
+ *   process with JetStream and its data under `.tether/nats` (or
+ *   `$TETHER_DATA_DIR/nats`).
  * - A demo upstream MCP server (official SDK, with an event store): tools
  *   `stream_progress`, `notify_standalone`, `echo`.
+ * - The session-log gRPC service (cursor API for custom servers) on
+ *   TETHER_GRPC_PORT (default 50051), with a random bearer token printed here.
  * - Two gateway processes on TETHER_PORT (default 8080) and the next port.
  * Then it checks a cross-instance resume end to end and prints the endpoints.
  * Ctrl-C stops everything this script started.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +24,7 @@ const say = (line: string): void => {
   process.stdout.write(`[tether] ${line}\n`);
 };
 const GATEWAY_MAIN = fileURLToPath(new URL('../services/gateway/dist/main.js', import.meta.url));
+const SESSION_LOG_MAIN = fileURLToPath(new URL('../services/session-log/dist/main.js', import.meta.url));
 
 async function main(): Promise<void> {
   const started: { stop(): Promise<unknown> }[] = [];
@@ -38,7 +43,7 @@ async function main(): Promise<void> {
   try {
     let natsUrl = process.env.TETHER_NATS_URL ?? '';
     if (natsUrl === '') {
-      const storeDir = resolve('.tether/nats');
+      const storeDir = resolve(process.env.TETHER_DATA_DIR ?? '.tether', 'nats');
       mkdirSync(storeDir, { recursive: true });
       const nats: NatsServer = await startNatsServer({ storeDir });
       started.push({ stop: () => nats.stop() });
@@ -51,6 +56,17 @@ async function main(): Promise<void> {
     const upstream: McpUpstream = await startMcpUpstream({ eventStore: true });
     started.push({ stop: () => upstream.close() });
     say(`upstream    ${upstream.url}  (demo MCP server: stream_progress, notify_standalone, echo)`);
+
+    const token = randomBytes(18).toString('base64url');
+    const grpcPort = process.env.TETHER_GRPC_PORT ?? '50051';
+    const sessionLog = await startServiceProcess({
+      name: 'session-log',
+      command: process.execPath,
+      args: [SESSION_LOG_MAIN, '--port', grpcPort, '--nats', natsUrl, '--token', `demo:${token}`],
+      readyLine: (json) => json.msg === 'listening',
+    });
+    started.push({ stop: () => sessionLog.stop('SIGTERM', 10_000) });
+    say(`session-log grpc://127.0.0.1:${sessionLog.port}  (cursor API; bearer token ${token})`);
 
     const basePort = Number(process.env.TETHER_PORT ?? 8080);
     const gateways: ServiceProcess[] = [];
@@ -69,8 +85,7 @@ async function main(): Promise<void> {
     const [a, b] = gateways.map((g) => `http://127.0.0.1:${g.port}/mcp`) as [string, string];
     await crossInstanceCheck(a, b);
     say('ready. Point an MCP client at either gateway; resume on the other one after a dropped connection.');
-    say(`try:  curl -s -X POST ${a} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\`);
-    say(`        -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}' -i`);
+    say(`see a cross-instance resume:  npx tether-probe ${a} --via ${b} --tool stream_progress --args '{"count":20,"delayMs":20}'`);
     say('press Ctrl-C to stop');
   } catch (err) {
     process.stderr.write(`[tether] failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
