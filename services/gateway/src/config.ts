@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 
 /** One route: a path the gateway serves and the upstream replicas behind it. */
 export interface Route {
@@ -70,7 +71,11 @@ export const FLAGS = [
   { flag: 'max-streams-per-session', env: 'TETHER_MAX_STREAMS_PER_SESSION', help: 'open SSE streams per session on one instance', fallback: '32' },
   { flag: 'lease-ttl', env: 'TETHER_LEASE_TTL', help: 'writer lease lifetime; renewed at a third of it (ms, or 10s)', fallback: '10s' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in leases and logs (default random)', fallback: '' },
+  { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
+
+/** Values in a `--config` file that must not be printed. */
+const SECRET_FLAGS = new Set(['log-token']);
 
 type FlagName = (typeof FLAGS)[number]['flag'];
 
@@ -80,20 +85,30 @@ export class ConfigError extends Error {
 }
 
 export function helpText(): string {
-  const lines = ['Usage: tether-gateway [flags]', '', 'Every flag has an environment twin; flags win over the environment.', ''];
+  const lines = [
+    'Usage: tether-gateway [flags]',
+    '',
+    'Every flag has an environment twin. Precedence: flags, then environment, then the --config file, then defaults.',
+    '',
+  ];
   for (const f of FLAGS) {
     const fallback = f.fallback === '' ? '' : ` (default ${f.fallback})`;
     lines.push(`  --${f.flag.padEnd(26)} ${f.env.padEnd(32)} ${f.help}${fallback}`);
   }
-  lines.push('  --help', '');
+  lines.push('  --print-config               print the effective configuration (secrets masked) and exit', '  --help', '');
   return lines.join('\n');
 }
 
 /** Parses argv and env into a validated config. A bad value names the flag, the value and what is allowed. */
-export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): GatewayConfig {
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): GatewayConfig {
   const given = new Map<FlagName, string[]>();
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i]!;
+    if (arg === '--print-config' || arg === '--help') continue;
     if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}; flags look like --name value (see --help)`);
     const eq = arg.indexOf('=');
     const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)) as FlagName;
@@ -103,11 +118,13 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     if (value === undefined) throw new ConfigError(`flag --${name} needs a value`);
     given.set(name, [...(given.get(name) ?? []), value]);
   }
+  const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
+  const fromFile = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile);
   const raw = (name: FlagName): string => {
     const spec = FLAGS.find((f) => f.flag === name)!;
     const fromFlag = given.get(name);
     if (fromFlag !== undefined) return fromFlag.join(name === 'route' ? ';' : ',');
-    return env[spec.env] ?? spec.fallback;
+    return env[spec.env] ?? fromFile.get(name) ?? spec.fallback;
   };
 
   const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
@@ -152,6 +169,41 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     leaseTtlMs: duration('lease-ttl', raw('lease-ttl'), 1_000),
     instanceId,
   };
+}
+
+/**
+ * A JSON object keyed by flag names; values are strings, numbers, or arrays
+ * of strings for repeatable flags. Unknown keys and wrong types are refused
+ * with the file, the key and what is allowed.
+ */
+function readConfigFile(path: string, readFile: (path: string) => string): Map<string, string> {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFile(path));
+  } catch (err) {
+    throw new ConfigError(`invalid --config ${JSON.stringify(path)}: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`invalid --config ${JSON.stringify(path)}: expected a JSON object keyed by flag names`);
+  const out = new Map<string, string>();
+  for (const [key, item] of Object.entries(value)) {
+    const spec = FLAGS.find((f) => f.flag === key);
+    if (spec === undefined || key === 'config') throw new ConfigError(`invalid --config ${JSON.stringify(path)}: unknown key ${JSON.stringify(key)} (keys are flag names, see --help)`);
+    const repeat = 'repeat' in spec && spec.repeat;
+    if (repeat && Array.isArray(item) && item.every((v) => typeof v === 'string')) out.set(key, item.join(key === 'route' ? ';' : ','));
+    else if (typeof item === 'string' || (typeof item === 'number' && Number.isFinite(item))) out.set(key, String(item));
+    else throw new ConfigError(`invalid --config ${JSON.stringify(path)}: key ${JSON.stringify(key)} is ${JSON.stringify(item)}; allowed: a string or number${repeat ? ', or an array of strings' : ''}`);
+  }
+  return out;
+}
+
+/** The effective configuration as JSON, secrets masked: what `--print-config` shows. */
+export function printableConfig(config: GatewayConfig): string {
+  const masked: Record<string, unknown> = { ...config };
+  for (const flag of SECRET_FLAGS) {
+    const key = flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (masked[key] !== undefined) masked[key] = '***';
+  }
+  return `${JSON.stringify(masked, null, 2)}\n`;
 }
 
 function list(value: string, separator: string): string[] {

@@ -3,7 +3,7 @@
  * connects the log, serves, and drains on SIGTERM/SIGINT.
  */
 import { createRootLogger, createTetherMetrics, startTelemetry } from '@tether/telemetry';
-import { ConfigError, helpText, parseConfig } from './config.js';
+import { ConfigError, helpText, parseConfig, printableConfig } from './config.js';
 import { createGateway } from './gateway.js';
 import { openLog } from './log/open-log.js';
 
@@ -18,6 +18,10 @@ async function main(): Promise<void> {
     return;
   }
   const config = parseConfig(argv, process.env);
+  if (argv.includes('--print-config')) {
+    process.stdout.write(printableConfig(config));
+    return;
+  }
   const log = await openLog(config);
   const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }), createTetherMetrics());
   let stopping = false;

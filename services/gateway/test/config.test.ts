@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, FLAGS, helpText, parseConfig } from '@tether/gateway';
+import { ConfigError, FLAGS, helpText, parseConfig, printableConfig } from '@tether/gateway';
 
 describe('gateway config', () => {
   it('parses flags, repeats and routes, with env twins and flags winning', () => {
@@ -43,5 +43,35 @@ describe('gateway config', () => {
       expect(text).toContain(`--${f.flag}`);
       expect(text).toContain(f.env);
     }
+  });
+
+  it('reads a --config file keyed by flag names; flags beat env beat the file beat defaults', () => {
+    const file = JSON.stringify({ upstream: ['http://file/mcp'], port: 1111, heartbeat: '3s', retry: 2000, 'log-token': 'from-file' });
+    const read = (path: string) => {
+      expect(path).toBe('/etc/tether.json');
+      return file;
+    };
+    const fromFile = parseConfig(['--config', '/etc/tether.json'], {}, read);
+    expect(fromFile).toMatchObject({ port: 1111, heartbeatMs: 3_000, retryMs: 2_000, logToken: 'from-file' });
+    expect(fromFile.routes[0]!.upstreams).toEqual(['http://file/mcp']);
+    const layered = parseConfig(['--port', '3333'], { TETHER_CONFIG: '/etc/tether.json', TETHER_PORT: '2222', TETHER_RETRY: '500' }, read);
+    expect(layered).toMatchObject({ port: 3333, retryMs: 500, heartbeatMs: 3_000 });
+  });
+
+  it.each([
+    ['{"bogus": 1}', /unknown key "bogus"/],
+    ['{"port": [1]}', /key "port" is \[1\]; allowed: a string or number$/],
+    ['{"upstream": [1]}', /key "upstream" is \[1\]; allowed: a string or number, or an array of strings/],
+    ['[1,2]', /expected a JSON object keyed by flag names/],
+    ['{port: 1}', /invalid --config "f.json": /],
+    ['{"upstream": "http://a/mcp", "port": "x"}', /invalid --port "x"/],
+  ])('refuses a bad config file %s naming the file, key and what is allowed', (text, message) => {
+    expect(() => parseConfig(['--config', 'f.json'], {}, () => text)).toThrow(message);
+  });
+
+  it('--print-config masks secrets', () => {
+    const printed = printableConfig(parseConfig(['--upstream', 'http://a/mcp', '--log-token', 'hunter2'], {}));
+    expect(printed).not.toContain('hunter2');
+    expect(JSON.parse(printed)).toMatchObject({ logToken: '***', routes: [{ path: '/mcp' }] });
   });
 });
