@@ -1,4 +1,4 @@
-import { context, propagation, trace, TraceFlags } from '@opentelemetry/api';
+import { context, propagation, TraceFlags } from '@opentelemetry/api';
 import type { Context, Link } from '@opentelemetry/api';
 
 const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -27,4 +27,3 @@ export function linkToTraceparent(traceparent: string | undefined): Link | undef
   return { context: { traceId: match[1]!, spanId: match[2]!, traceFlags: Number.parseInt(match[3]!, 16) & TraceFlags.SAMPLED, isRemote: true } };
 }
 
-export { context, trace };
