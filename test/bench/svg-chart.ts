@@ -1,0 +1,83 @@
+/**
+ * A dependency-free SVG line chart for benchmark figures: people would
+ * rather look than read. Log scales where the data spans decades.
+ */
+export interface Series {
+  readonly name: string;
+  readonly points: readonly (readonly [number, number])[];
+}
+
+export interface ChartOptions {
+  readonly title: string;
+  readonly xLabel: string;
+  readonly yLabel: string;
+  readonly series: readonly Series[];
+  readonly logX?: boolean;
+  readonly logY?: boolean;
+}
+
+const W = 640;
+const H = 400;
+const M = { left: 70, right: 170, top: 40, bottom: 55 };
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
+
+export function lineChartSvg(o: ChartOptions): string {
+  const xs = o.series.flatMap((s) => s.points.map((p) => p[0]));
+  const ys = o.series.flatMap((s) => s.points.map((p) => p[1]));
+  const fx = scale(Math.min(...xs), Math.max(...xs), M.left, W - M.right, o.logX === true);
+  const fy = scale(o.logY === true ? Math.min(...ys) : 0, Math.max(...ys) * 1.1, H - M.bottom, M.top, o.logY === true);
+  const ticks = (lo: number, hi: number, log: boolean): number[] =>
+    log ? decades(lo, hi) : Array.from({ length: 6 }, (_, i) => lo + ((hi - lo) * i) / 5);
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2 - M.right / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${esc(o.title)}</text>`,
+    `<line x1="${M.left}" y1="${H - M.bottom}" x2="${W - M.right}" y2="${H - M.bottom}" stroke="#333"/>`,
+    `<line x1="${M.left}" y1="${M.top}" x2="${M.left}" y2="${H - M.bottom}" stroke="#333"/>`,
+    `<text x="${(M.left + W - M.right) / 2}" y="${H - 15}" text-anchor="middle">${esc(o.xLabel)}</text>`,
+    `<text transform="translate(18 ${(M.top + H - M.bottom) / 2}) rotate(-90)" text-anchor="middle">${esc(o.yLabel)}</text>`,
+  ];
+  for (const t of ticks(Math.min(...xs), Math.max(...xs), o.logX === true)) {
+    parts.push(`<text x="${fx(t).toFixed(1)}" y="${H - M.bottom + 18}" text-anchor="middle">${fmt(t)}</text>`);
+  }
+  for (const t of ticks(o.logY === true ? Math.min(...ys) : 0, Math.max(...ys) * 1.1, o.logY === true)) {
+    const y = fy(t).toFixed(1);
+    parts.push(`<line x1="${M.left}" y1="${y}" x2="${W - M.right}" y2="${y}" stroke="#eee"/>`);
+    parts.push(`<text x="${M.left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(t)}</text>`);
+  }
+  o.series.forEach((s, i) => {
+    const color = COLORS[i % COLORS.length]!;
+    const path = s.points.map((p, j) => `${j === 0 ? 'M' : 'L'}${fx(p[0]).toFixed(1)},${fy(p[1]).toFixed(1)}`).join(' ');
+    parts.push(`<path d="${path}" fill="none" stroke="${color}" stroke-width="2"/>`);
+    for (const p of s.points) parts.push(`<circle cx="${fx(p[0]).toFixed(1)}" cy="${fy(p[1]).toFixed(1)}" r="3.5" fill="${color}"><title>${esc(s.name)}: ${fmt(p[1])}</title></circle>`);
+    const ly = M.top + 10 + i * 20;
+    parts.push(`<line x1="${W - M.right + 12}" y1="${ly}" x2="${W - M.right + 32}" y2="${ly}" stroke="${color}" stroke-width="2"/>`);
+    parts.push(`<text x="${W - M.right + 38}" y="${ly}" dominant-baseline="middle">${esc(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}
+
+function scale(lo: number, hi: number, a: number, b: number, log: boolean): (v: number) => number {
+  const t = (v: number): number => (log ? Math.log10(Math.max(v, 1e-9)) : v);
+  const [l, h] = [t(lo), t(hi)];
+  return (v) => a + ((t(v) - l) / (h - l || 1)) * (b - a);
+}
+
+function decades(lo: number, hi: number): number[] {
+  const out: number[] = [];
+  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e += 1) out.push(10 ** e);
+  const inside = out.filter((v) => v >= lo * 0.999 && v <= hi * 1.001);
+  // Always label both ends, so a range inside one decade still reads.
+  return [...new Set([lo, ...inside, hi])].sort((a, b) => a - b);
+}
+
+function fmt(v: number): string {
+  if (v >= 1_000_000) return `${v / 1_000_000}M`;
+  if (v >= 1_000) return `${Math.round(v / 100) / 10}k`;
+  return v >= 10 ? String(Math.round(v)) : String(Math.round(v * 10) / 10);
+}
+
+function esc(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
