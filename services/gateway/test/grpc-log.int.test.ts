@@ -1,13 +1,19 @@
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { context, trace, TraceFlags } from '@opentelemetry/api';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeEventId } from '@tether/protocol';
 import { isSessionLogError } from '@tether/session-log';
 import type { ControlMessage, LogEvent, ResumeResult } from '@tether/session-log';
 import { startNatsServer, startServiceProcess } from '@tether/testing';
 import type { NatsServer, ServiceProcess } from '@tether/testing';
+import { startTelemetry } from '@tether/telemetry';
+import type { Telemetry } from '@tether/telemetry';
 import { createGrpcLog } from '../src/log/grpc-log.js';
 import { createLocalLog } from '../src/log/local-log.js';
 import type { LogPort } from '../src/log/log-port.js';
+// The session-log service's own test receiver: the same OTLP/HTTP JSON a collector gets.
+import { attributesOf, startOtlpReceiver } from '../../session-log/test/otlp-receiver.js';
+import type { OtlpReceiver } from '../../session-log/test/otlp-receiver.js';
 
 /**
  * The same LogPort behaviours against both implementations: the session-log
@@ -246,5 +252,73 @@ describe('LogPort over gRPC only', () => {
     }, { timeout: 10_000, interval: 200 }).toBe(true);
     abort.abort();
     await Promise.all([following, watching]);
+  });
+});
+
+describe('trace context over gRPC', () => {
+  // The service exports its spans here; this process only needs the SDK's
+  // context manager and W3C propagator, so it exports nothing itself.
+  let receiver: OtlpReceiver;
+  let traced: ServiceProcess;
+  let telemetry: Telemetry;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    traced = await startServiceProcess({
+      name: 'session-log-traced',
+      command: process.execPath,
+      args: [SERVICE_MAIN, '--port', '0', '--nats', nats.url, '--token', `gateway:${TOKEN}`],
+      env: receiver.env,
+      readyLine: (o) => o.msg === 'listening',
+    });
+    vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', receiver.endpoint);
+    vi.stubEnv('OTEL_TRACES_EXPORTER', 'none');
+    vi.stubEnv('OTEL_METRICS_EXPORTER', 'none');
+    vi.stubEnv('OTEL_LOGS_EXPORTER', 'none');
+    telemetry = startTelemetry('grpc-log-test');
+  });
+  afterAll(async () => {
+    await telemetry?.shutdown();
+    vi.unstubAllEnvs();
+    await traced?.stop();
+    await receiver?.close();
+  });
+
+  it("every call sends the active traceparent: the service's spans join the caller's trace, and appends are stored with it", async () => {
+    const log = await open(() => createGrpcLog({ target: `127.0.0.1:${traced.port}`, token: TOKEN }));
+    const parent = { traceId: `${'e'.repeat(28)}0001`, spanId: 'f'.repeat(16), traceFlags: TraceFlags.SAMPLED };
+    const stream = 'tracedgw';
+    const sessionId = await context.with(trace.setSpanContext(context.active(), parent), async () => {
+      const s = await log.createSession('digest-trace', {});
+      const first = await log.append(s.sessionId, stream, 'event', bytes('one'));
+      await log.append(s.sessionId, stream, 'event', bytes('two'));
+      await log.append(s.sessionId, stream, 'end', bytes(''));
+      expect((await drain(await log.resume(s.sessionId, first.id, 'digest-trace'))).map((e) => e.kind)).toEqual(['event', 'end']);
+      await log.touchSession(s.sessionId);
+      return s.sessionId;
+    });
+
+    const SERVICE = 'tether.cursor.v1.CursorService';
+    const methods = ['OpenSession', 'Head', 'Append', 'Resume', 'TouchSession'];
+    await receiver.eventually('spans of every call', () => (methods.every((m) => receiver.spans.some((s) => s.name === `${SERVICE}/${m}` && s.traceId === parent.traceId)) ? true : undefined));
+    const ours = receiver.spans.filter((s) => s.traceId === parent.traceId);
+    expect(ours.length).toBeGreaterThanOrEqual(methods.length);
+    for (const span of ours) {
+      expect(span.parentSpanId).toBe(parent.spanId);
+      expect(attributesOf(span)).toMatchObject({ 'rpc.system': 'grpc', 'rpc.service': SERVICE, 'rpc.grpc.status_code': 0 });
+    }
+
+    // The gateway's append left traceparent unset: the service stored its Append span's.
+    const appendSpans = new Set(ours.filter((s) => s.name === `${SERVICE}/Append`).map((s) => s.spanId));
+    const events = await log.readPage(sessionId, stream, 0, 10);
+    expect(events).toHaveLength(3);
+    for (const event of events) {
+      const [, traceId, spanId] = (event.traceparent ?? '').split('-');
+      expect(traceId).toBe(parent.traceId);
+      expect(appendSpans.has(spanId!)).toBe(true);
+    }
+    // Outside the context a call sends none: the readPage above started its own trace.
+    const read = await receiver.eventually('Read span', () => receiver.spans.find((s) => s.name === `${SERVICE}/Read`));
+    expect(read.traceId).not.toBe(parent.traceId);
+    expect(read.parentSpanId ?? '').toBe('');
   });
 });

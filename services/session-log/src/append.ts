@@ -34,19 +34,28 @@ export class Appender {
   readonly #writers = new Map<string, Promise<StreamWriter>>();
   /** Appends whose outcome is unknown (every attempt lost its ack), per stream. */
   readonly #doubts = new Map<string, InDoubtAppend>();
+  readonly #onAppended: (ms: number) => void;
 
-  constructor(log: SessionLog, scope: CallerScope, limits: AppendLimits) {
+  /** `onAppended` gets the time from call to acknowledgement (queue wait included) of each append that succeeded. */
+  constructor(log: SessionLog, scope: CallerScope, limits: AppendLimits, onAppended: (ms: number) => void = () => undefined) {
     this.#log = log;
     this.#scope = scope;
     this.#limits = limits;
+    this.#onAppended = onAppended;
   }
 
+  /** `traceparent` is stored with the event unless the request brings its own. */
   async append(caller: string, req: AppendRequest, traceparent?: string): Promise<AppendResponse> {
+    const started = performance.now();
     const input = this.#validate(req, traceparent);
     await this.#scope.check(input.sessionId, caller);
     const key = `${input.sessionId}.${input.stream}`;
     const previous = this.#queues.get(key) ?? Promise.resolve();
-    const run = previous.then(() => this.#appendNow(key, input));
+    const run = previous.then(async () => {
+      const response = await this.#appendNow(key, input);
+      this.#onAppended(performance.now() - started);
+      return response;
+    });
     const tail = run.catch(() => undefined);
     this.#queues.set(key, tail);
     void tail.then(() => {
@@ -104,7 +113,8 @@ export class Appender {
     }
     const options: { -readonly [K in keyof AppendOptions]: AppendOptions[K] } = {};
     if (req.upstreamId !== undefined) options.upstreamId = textOf('upstream_id', req.upstreamId, 1024);
-    const tp = req.traceparent ?? traceparent;
+    // An empty field is proto3's "not set" as much as an absent one.
+    const tp = req.traceparent === undefined || req.traceparent === '' ? traceparent : req.traceparent;
     if (tp !== undefined && tp !== '') options.traceparent = textOf('traceparent', tp, 512);
     const endReason = endReasonOf(req.endReason);
     if (kind === 'end' && endReason !== undefined) options.endReason = endReason;

@@ -1,10 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ServerInterceptingCall, status } from '@grpc/grpc-js';
 import type { Metadata, ServerInterceptor, ServerUnaryCall } from '@grpc/grpc-js';
+import { CursorServiceError, ServiceErrorCode, toGrpcStatus } from './errors.js';
+import { recordRefusedCall } from './tracing.js';
 
 /** grpc-js does not export the type by name. */
 type AuthContext = ReturnType<ServerUnaryCall<unknown, unknown>['getAuthContext']>;
-import { CursorServiceError, ServiceErrorCode, toGrpcStatus } from './errors.js';
 
 /** A configured bearer token: the caller's name and the SHA-256 of its secret. */
 export interface TokenEntry {
@@ -108,6 +109,7 @@ export class Authenticator {
               }
               const failure = toGrpcStatus(unauthenticated());
               call.sendStatus({ code: status.UNAUTHENTICATED, details: failure.details, metadata: failure.metadata });
+              recordRefusedCall(method.path, metadata, status.UNAUTHENTICATED);
             },
           });
         },

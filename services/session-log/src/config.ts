@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { isSessionLogError, resolveConfig } from '@tether/session-log';
+import { parseTokens } from './auth.js';
 import type { SessionLogServiceOptions } from './server.js';
 
 interface FlagSpec {
@@ -6,14 +8,15 @@ interface FlagSpec {
   readonly env: string;
   readonly help: string;
   readonly fallback: string;
+  /** Given more than once (or as an array in the config file) the values add up. */
   readonly repeat?: boolean;
 }
 
-/** Every flag, its environment twin and default: the one source for parsing and `--help`. */
+/** Every flag, its environment twin and default: the one source for parsing, the config file and `--help`. */
 export const FLAGS = [
   { flag: 'host', env: 'TETHER_GRPC_HOST', help: 'address to listen on (0.0.0.0 in a container)', fallback: '127.0.0.1' },
   { flag: 'port', env: 'TETHER_GRPC_PORT', help: 'port to listen on (0 = any free port)', fallback: '50051' },
-  { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server URL(s), comma separated', fallback: 'nats://127.0.0.1:4222' },
+  { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server URL(s) (repeat, or comma separate)', fallback: 'nats://127.0.0.1:4222', repeat: true },
   { flag: 'token', env: 'TETHER_GRPC_TOKENS', help: 'accepted bearer token, name:secret or secret (repeat, or comma separate)', fallback: '', repeat: true },
   { flag: 'token-file', env: 'TETHER_GRPC_TOKEN_FILE', help: 'file with one token per line (keeps secrets out of ps)', fallback: '' },
   { flag: 'tls-cert', env: 'TETHER_GRPC_TLS_CERT', help: 'PEM certificate chain file: serve TLS', fallback: '' },
@@ -29,20 +32,28 @@ export const FLAGS = [
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
   { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
-  { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error', fallback: 'info' },
+  { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error, fatal, silent', fallback: 'info' },
+  { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings keyed by flag name (e.g. {"port": 50051, "token": ["gw:…"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
 type FlagName = (typeof FLAGS)[number]['flag'];
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
   readonly code = 'invalid_config';
 }
 
-/** What `main` needs: the service options (without a logger) and the log level. */
+/** What `main` needs: the service options (without logger and metrics), the log level, and where files were read from. */
 export interface ServiceConfig {
-  readonly options: Omit<SessionLogServiceOptions, 'logger'>;
+  readonly options: Omit<SessionLogServiceOptions, 'logger' | 'metrics' | 'nats' | 'tokens'> & { readonly nats: readonly string[]; readonly tokens: readonly string[] };
   readonly logLevel: string;
+  /** Paths the secrets and certificates were read from (shown by `--print-config` instead of their contents). */
+  readonly files: { readonly config?: string; readonly tokenFile?: string; readonly tlsCert?: string; readonly tlsKey?: string; readonly tlsClientCa?: string };
 }
 
 export function helpText(): string {
@@ -51,22 +62,42 @@ export function helpText(): string {
     '',
     'Serves the Tether cursor API (gRPC, proto/tether/cursor/v1/cursor.proto) over the',
     'session log on NATS JetStream, with gRPC health and server reflection.',
-    'Every flag has an environment twin; flags win over the environment.',
+    'Every flag has an environment twin. Precedence: flags, then environment, then the',
+    '--config file, then defaults. Telemetry follows the standard OTEL_* variables.',
     '',
   ];
   for (const f of FLAGS) {
     const fallback = f.fallback === '' ? '' : ` (default ${f.fallback})`;
     lines.push(`  --${f.flag.padEnd(24)} ${f.env.padEnd(31)} ${f.help}${fallback}`);
   }
-  lines.push('  --help', '', 'Example: tether-session-log --port 50051 --nats nats://127.0.0.1:4222 --token-file /run/secrets/tokens', '');
+  lines.push(
+    '  --print-config             print the effective configuration as JSON (secrets masked) and exit',
+    '  --help',
+    '',
+    'Example: tether-session-log --port 50051 --nats nats://127.0.0.1:4222 --token-file /run/secrets/tokens',
+    '',
+  );
   return lines.join('\n');
 }
 
-/** Parses argv and env into a validated config; a bad value names the flag, the value and what is allowed. */
-export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): ServiceConfig {
+/**
+ * Parses flags, environment and the optional `--config` file (precedence in
+ * that order, then defaults) into a validated config. Files named by
+ * `--token-file` and `--tls-*` are read here, so a missing one fails at
+ * startup. A bad value names the flag, the value and what is allowed; a
+ * secret is never repeated in an error.
+ *
+ * @throws ConfigError `invalid_config`
+ */
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): ServiceConfig {
   const given = new Map<FlagName, string[]>();
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i] as string;
+    if (arg === '--print-config' || arg === '--help' || arg === '-h') continue;
     if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}; flags look like --name value (see --help)`);
     const eq = arg.indexOf('=');
     const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)) as FlagName;
@@ -76,14 +107,28 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     if (value === undefined) throw new ConfigError(`flag --${name} needs a value`);
     given.set(name, [...(given.get(name) ?? []), value]);
   }
+  const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
+  const fromFile = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile);
   const raw = (name: FlagName): string => {
     const spec = FLAGS.find((f) => f.flag === name) as FlagSpec;
-    return given.get(name)?.join(',') ?? env[spec.env] ?? spec.fallback;
+    return given.get(name)?.join(',') ?? env[spec.env] ?? fromFile.get(name) ?? spec.fallback;
+  };
+  const read = (flag: string, path: string): string => {
+    try {
+      return readFile(path);
+    } catch (err) {
+      throw new ConfigError(`cannot read --${flag} ${JSON.stringify(path)}: ${(err as Error).message}`);
+    }
   };
 
   const tokens = list(raw('token'));
+  checkTokens('--token', tokens);
   const tokenFile = raw('token-file');
-  if (tokenFile !== '') tokens.push(...readText('token-file', tokenFile).split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#')));
+  if (tokenFile !== '') {
+    const fromTokenFile = read('token-file', tokenFile).split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+    checkTokens(`--token-file ${JSON.stringify(tokenFile)}`, fromTokenFile);
+    tokens.push(...fromTokenFile);
+  }
   const cert = raw('tls-cert');
   const key = raw('tls-key');
   const clientCa = raw('tls-client-ca');
@@ -92,31 +137,135 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
   const tls =
     cert === ''
       ? undefined
-      : { cert: readText('tls-cert', cert), key: readText('tls-key', key), ...(clientCa === '' ? {} : { clientCa: readText('tls-client-ca', clientCa) }) };
+      : { cert: read('tls-cert', cert), key: read('tls-key', key), ...(clientCa === '' ? {} : { clientCa: read('tls-client-ca', clientCa) }) };
   const logLevel = raw('log-level');
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(logLevel)) throw new ConfigError(`invalid --log-level ${JSON.stringify(logLevel)}; allowed: trace, debug, info, warn, error`);
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`invalid --log-level ${JSON.stringify(logLevel)}; allowed: ${LOG_LEVELS.join(', ')}`);
+  const host = raw('host');
+  if (!/^[A-Za-z0-9._:[\]-]+$/.test(host)) throw new ConfigError(`invalid --host ${JSON.stringify(host)}; allowed: a host name or IP address`);
+  const nats = list(raw('nats')).map(natsUrl);
+  if (nats.length === 0) throw new ConfigError('invalid --nats ""; allowed: one or more NATS URLs like nats://127.0.0.1:4222');
+  const log = {
+    streamName: matching('log-stream', raw('log-stream'), NAME, 'letters, digits, _ and -, up to 64 characters'),
+    subjectPrefix: matching('log-subject-prefix', raw('log-subject-prefix'), PREFIX, 'dot-separated tokens of letters, digits, _ and -'),
+    maxAgeMs: duration('log-max-age', raw('log-max-age')),
+    maxMsgsPerStream: limit('log-max-msgs-per-stream', raw('log-max-msgs-per-stream')),
+    replicas: int('log-replicas', raw('log-replicas'), 1, 5),
+    sessionIdleMs: duration('session-idle', raw('session-idle')),
+  };
+  const maxPayloadBytes = int('max-payload-bytes', raw('max-payload-bytes'), 1, 64 * 1024 * 1024);
+  try {
+    // The library's own checks, so nothing it would refuse gets past startup.
+    resolveConfig({ ...log, maxPayloadBytes });
+  } catch (err) {
+    if (isSessionLogError(err)) throw new ConfigError(err.message, { cause: err });
+    throw err;
+  }
+  const files = {
+    ...(configPath === '' ? {} : { config: configPath }),
+    ...(tokenFile === '' ? {} : { tokenFile }),
+    ...(cert === '' ? {} : { tlsCert: cert, tlsKey: key }),
+    ...(clientCa === '' ? {} : { tlsClientCa: clientCa }),
+  };
   return {
     logLevel,
+    files,
     options: {
-      host: raw('host'),
+      host,
       port: int('port', raw('port'), 0, 65535),
-      nats: list(raw('nats')),
+      nats,
       tokens,
       ...(tls === undefined ? {} : { tls }),
-      maxPayloadBytes: int('max-payload-bytes', raw('max-payload-bytes'), 1, 64 * 1024 * 1024),
+      maxPayloadBytes,
       maxBatchEntries: int('max-batch-entries', raw('max-batch-entries'), 1, 100_000),
       maxMessageBytes: int('max-message-bytes', raw('max-message-bytes'), 64 * 1024, 1024 * 1024 * 1024),
       maxStreamsPerCaller: int('max-streams-per-caller', raw('max-streams-per-caller'), 1, 1_000_000),
-      log: {
-        streamName: raw('log-stream'),
-        subjectPrefix: raw('log-subject-prefix'),
-        maxAgeMs: duration('log-max-age', raw('log-max-age')),
-        maxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
-        replicas: int('log-replicas', raw('log-replicas'), 1, 5),
-        sessionIdleMs: duration('session-idle', raw('session-idle')),
-      },
+      log,
     },
   };
+}
+
+/**
+ * The effective configuration as JSON, what `--print-config` shows: token
+ * secrets are `***` (the caller name stays, it is what logs and sessions
+ * show), NATS URL credentials are masked, and TLS material appears as the
+ * paths it was read from, never its contents.
+ */
+export function printableConfig(config: ServiceConfig): string {
+  const { tls, tokens, nats, ...rest } = config.options;
+  const { files } = config;
+  const printable = {
+    ...rest,
+    nats: nats.map(maskUrl),
+    tokens: parseTokens(tokens).map((t) => `${t.name}:***`),
+    tokenFile: files.tokenFile,
+    tls: tls === undefined ? undefined : { cert: files.tlsCert, key: files.tlsKey, clientCa: files.tlsClientCa },
+    logLevel: config.logLevel,
+    configFile: files.config,
+  };
+  return `${JSON.stringify(printable, null, 2)}\n`;
+}
+
+/**
+ * A JSON object keyed by flag names; values are strings, numbers, or arrays
+ * of strings for repeatable flags. Unknown keys and wrong types are refused
+ * with the file, the key and what is allowed.
+ */
+function readConfigFile(path: string, readFile: (path: string) => string): Map<string, string> {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFile(path));
+  } catch (err) {
+    throw new ConfigError(`invalid --config ${JSON.stringify(path)}: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`invalid --config ${JSON.stringify(path)}: expected a JSON object keyed by flag names`);
+  const out = new Map<string, string>();
+  for (const [key, item] of Object.entries(value)) {
+    const spec: FlagSpec | undefined = FLAGS.find((f) => f.flag === key);
+    if (spec === undefined || key === 'config') throw new ConfigError(`invalid --config ${JSON.stringify(path)}: unknown key ${JSON.stringify(key)} (keys are flag names, see --help)`);
+    const repeat = spec.repeat === true;
+    if (repeat && Array.isArray(item) && item.every((v) => typeof v === 'string')) out.set(key, item.join(','));
+    else if (typeof item === 'string' || (typeof item === 'number' && Number.isFinite(item))) out.set(key, String(item));
+    else {
+      // A token's value is a secret: say what is wrong with it without printing it.
+      const shown = key === 'token' ? 'not a string' : JSON.stringify(item);
+      throw new ConfigError(`invalid --config ${JSON.stringify(path)}: key ${JSON.stringify(key)} is ${shown}; allowed: a string or number${repeat ? ', or an array of strings' : ''}`);
+    }
+  }
+  return out;
+}
+
+/** Refuses token specs the authenticator would refuse, naming where they came from but not the secret. */
+function checkTokens(source: string, specs: readonly string[]): void {
+  for (const [i, spec] of specs.entries()) {
+    try {
+      parseTokens([spec]);
+    } catch (err) {
+      throw new ConfigError(`invalid ${source} (entry ${i + 1}, value withheld): ${(err as Error).message}; allowed: name:secret or a bare secret`);
+    }
+  }
+}
+
+function natsUrl(value: string): string {
+  if (value.includes('://')) {
+    let scheme = '';
+    try {
+      scheme = new URL(value).protocol;
+    } catch {
+      // named in the error below
+    }
+    if (NATS_SCHEMES.has(scheme)) return value;
+  } else if (/^[A-Za-z0-9.[\]:-]+$/.test(value)) {
+    return value;
+  }
+  throw new ConfigError(`invalid --nats ${JSON.stringify(maskUrl(value))}; allowed: nats://host:port (or tls://, ws://, wss://, or host:port), comma separated`);
+}
+
+/** `nats://user:pass@host` → `nats://user:***@host`; a bare userinfo is a token: `nats://***@host`. */
+function maskUrl(value: string): string {
+  return value.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^@/]*)@/, (_, scheme: string, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    return colon === -1 ? `${scheme}***@` : `${scheme}${userinfo.slice(0, colon)}:***@`;
+  });
 }
 
 function list(text: string): string[] {
@@ -131,6 +280,14 @@ function int(flag: string, text: string, min: number, max: number): number {
   return n;
 }
 
+function limit(flag: string, text: string): number {
+  const n = Number(text);
+  if (!/^-?[0-9]+$/.test(text.trim()) || !Number.isSafeInteger(n) || n === 0 || n < -1) {
+    throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: a positive integer, or -1 for no limit`);
+  }
+  return n;
+}
+
 const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
 function duration(flag: string, text: string): number {
@@ -140,10 +297,7 @@ function duration(flag: string, text: string): number {
   return n;
 }
 
-function readText(flag: string, path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`cannot read --${flag} ${JSON.stringify(path)}: ${(err as Error).message}`);
-  }
+function matching(flag: string, text: string, re: RegExp, allowed: string): string {
+  if (!re.test(text)) throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: ${allowed}`);
+  return text;
 }

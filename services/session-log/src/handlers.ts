@@ -1,6 +1,7 @@
 import { controlTypeSpelling } from '@tether/cursor-proto';
 import type { CursorServiceServer } from '@tether/cursor-proto';
 import type { ControlMessage, SessionLog } from '@tether/session-log';
+import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import { Appender } from './append.js';
 import type { AppendLimits } from './append.js';
@@ -14,6 +15,8 @@ import { unary } from './unary.js';
 
 export interface HandlerOptions extends AppendLimits {
   readonly maxStreamsPerCaller: number;
+  /** Append latency, resumes by verdict, replay sizes, open streams. */
+  readonly metrics: TetherMetrics;
 }
 
 const MIN_TTL_MS = 1_000;
@@ -23,9 +26,9 @@ const MAX_TTL_MS = 600_000;
 export function createHandlers(log: SessionLog, auth: Authenticator, logger: Logger, options: HandlerOptions): { implementation: CursorServiceServer; limiter: StreamLimiter } {
   const scope = new CallerScope(log);
   const limiter = new StreamLimiter(options.maxStreamsPerCaller);
-  const appender = new Appender(log, scope, options);
+  const appender = new Appender(log, scope, options, (ms) => options.metrics.appendDuration.record(ms));
   const sessions = new SessionHandlers(log, scope, appender);
-  const deps = { log, auth, scope, limiter, logger };
+  const deps = { log, auth, scope, limiter, logger, metrics: options.metrics };
   const ttlOf = (ttlMs: number): number => countOf('ttl_ms', ttlMs, MIN_TTL_MS, MAX_TTL_MS);
   const ownerOf = (owner: string): string => {
     if (owner === '') throw invalid('owner must not be empty');

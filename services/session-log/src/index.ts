@@ -5,7 +5,7 @@
  */
 export { startSessionLogService } from './server.js';
 export type { ServiceTls, SessionLogService, SessionLogServiceOptions } from './server.js';
-export { FLAGS, helpText, parseConfig, ConfigError } from './config.js';
+export { FLAGS, helpText, parseConfig, printableConfig, ConfigError } from './config.js';
 export type { ServiceConfig } from './config.js';
 export { Authenticator, parseTokens } from './auth.js';
 export type { TokenEntry } from './auth.js';

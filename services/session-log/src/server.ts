@@ -4,11 +4,13 @@ import { ReflectionService } from '@grpc/reflection';
 import { CursorServiceService, descriptorSetBase64 } from '@tether/cursor-proto';
 import { SessionLog } from '@tether/session-log';
 import type { SessionLogOptions } from '@tether/session-log';
+import { createRootLogger, createTetherMetrics } from '@tether/telemetry';
+import type { TetherMetrics } from '@tether/telemetry';
 import { HealthImplementation, protoPath as healthProtoPath } from 'grpc-health-check';
-import { pino } from 'pino';
 import type { Logger } from 'pino';
 import { Authenticator, parseTokens } from './auth.js';
 import { createHandlers } from './handlers.js';
+import { CURSOR_SERVICE } from './tracing.js';
 
 /** TLS of the server: PEM text or bytes. With `clientCa`, clients must present a certificate it signed (mTLS). */
 export interface ServiceTls {
@@ -38,8 +40,14 @@ export interface SessionLogServiceOptions {
   readonly maxMessageBytes?: number;
   /** Resume, Follow and WatchControl streams one caller may hold open. Default 1000. */
   readonly maxStreamsPerCaller?: number;
-  /** Root logger. Default: pino at `info` on stdout. */
+  /** Root logger. Default: `createRootLogger('tether-session-log')` (JSON lines with trace ids). */
   readonly logger?: Logger;
+  /**
+   * Instruments: append latency, resumes by verdict, replay sizes, open
+   * streams. Default `createTetherMetrics()`, which records nothing until a
+   * meter provider is registered (`startTelemetry` in the bin).
+   */
+  readonly metrics?: TetherMetrics;
 }
 
 /** A running service. */
@@ -56,11 +64,9 @@ export interface SessionLogService {
   close(graceMs?: number): Promise<void>;
 }
 
-const CURSOR_SERVICE = 'tether.cursor.v1.CursorService';
-
 /** Connects to NATS, sets up the log, and serves the cursor API with health and reflection. */
 export async function startSessionLogService(options: SessionLogServiceOptions = {}): Promise<SessionLogService> {
-  const logger = options.logger ?? pino({ name: 'tether-session-log' });
+  const logger = options.logger ?? createRootLogger('tether-session-log');
   const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024 - 4096;
   const log = await SessionLog.create({ ...options.log, maxPayloadBytes, servers: typeof options.nats === 'string' ? options.nats : [...(options.nats ?? ['nats://127.0.0.1:4222'])] });
   const auth = new Authenticator(parseTokens(options.tokens ?? []), options.tls?.clientCa !== undefined);
@@ -72,6 +78,7 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     maxPayloadBytes,
     maxBatchEntries: options.maxBatchEntries ?? 1000,
     maxStreamsPerCaller: options.maxStreamsPerCaller ?? 1000,
+    metrics: options.metrics ?? createTetherMetrics(),
   });
   server.addService(CursorServiceService, implementation);
 

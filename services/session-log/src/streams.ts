@@ -1,15 +1,19 @@
+import { status } from '@grpc/grpc-js';
 import type { ServerWritableStream } from '@grpc/grpc-js';
+import { context, trace } from '@opentelemetry/api';
 import { controlTypeFromSpelling, ResumeVerdict as ProtoVerdict } from '@tether/cursor-proto';
 import type { FollowRequest, FollowResponse, ResumeRequest, ResumeResponse, WatchControlRequest, WatchControlResponse } from '@tether/cursor-proto';
 import { decodeEventId, ResumeVerdict } from '@tether/protocol';
 import { createFollowStats, createSubjects } from '@tether/session-log';
 import type { ControlMessage, Cursor, LogEvent, Refusal, ResumeResult, SessionLog } from '@tether/session-log';
+import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.js';
 import { countOf, sessionIdOf, streamIdOf, toProtoEvent, toProtoSession } from './convert.js';
 import { CursorServiceError, invalid, refusalStatus, ServiceErrorCode, toGrpcStatus } from './errors.js';
 import type { CallerScope, StreamLimiter } from './scope.js';
 import { principalOf } from './sessions.js';
+import { startCallSpan } from './tracing.js';
 
 /** Control messages a watcher may have queued before it is ended as too slow. */
 const MAX_CONTROL_BACKLOG = 256;
@@ -20,6 +24,7 @@ export interface StreamDeps {
   readonly scope: CallerScope;
   readonly limiter: StreamLimiter;
   readonly logger: Logger;
+  readonly metrics: TetherMetrics;
 }
 
 /**
@@ -44,32 +49,48 @@ async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signa
 }
 
 /**
- * Runs a server-streaming handler: authenticates, counts the stream against
- * the caller's limit, aborts on cancellation or deadline, and ends the call
- * with a mapped status on failure.
+ * Runs a server-streaming handler in a server span parented on the call's
+ * `traceparent` (the span lasts as long as the stream): authenticates,
+ * counts the stream against the caller's limit, aborts on cancellation or
+ * deadline, and ends the call with a mapped status on failure.
  */
 function streaming<Req, Res>(deps: StreamDeps, name: string, body: (call: ServerWritableStream<Req, Res>, caller: string, signal: AbortSignal) => Promise<void>) {
   return (call: ServerWritableStream<Req, Res>): void => {
+    const traced = startCallSpan(name, call.metadata);
     const abort = new AbortController();
     call.on('cancelled', () => abort.abort());
     let release: (() => void) | undefined;
     const run = async (): Promise<void> => {
       const caller = deps.auth.requireCaller(call.metadata, call.getAuthContext());
+      traced.span.setAttribute('tether.caller', caller);
       release = deps.limiter.acquire(caller);
+      deps.metrics.streamsOpen.add(1, { 'rpc.method': name });
       await body(call, caller, abort.signal);
       if (!abort.signal.aborted) call.end();
     };
-    run()
+    let code: status = status.OK;
+    context
+      .with(traced.ctx, run)
       .catch((err: unknown) => {
         if (abort.signal.aborted) return;
         if (err instanceof RefusedResume) {
-          call.emit('error', refusalStatus(err.refusal));
+          const failure = refusalStatus(err.refusal);
+          code = failure.code;
+          call.emit('error', failure);
           return;
         }
         if (!(err instanceof CursorServiceError) && !isLibraryError(err)) deps.logger.error({ err, rpc: name }, 'stream failed');
-        call.emit('error', toGrpcStatus(err));
+        const failure = toGrpcStatus(err);
+        code = failure.code;
+        call.emit('error', failure);
       })
-      .finally(() => release?.());
+      .finally(() => {
+        if (release !== undefined) {
+          release();
+          deps.metrics.streamsOpen.add(-1, { 'rpc.method': name });
+        }
+        traced.end(abort.signal.aborted ? status.CANCELLED : code);
+      });
   };
 }
 
@@ -103,6 +124,8 @@ export function resumeHandler(deps: StreamDeps) {
     } else {
       result = await deps.log.resume(sessionId, lastEventId, principal);
     }
+    deps.metrics.resumes.add(1, { verdict: result.verdict });
+    trace.getActiveSpan()?.setAttributes({ 'tether.verdict': result.verdict, ...(result.verdict === 'resumed' ? { 'tether.stream': result.stream } : {}) });
     if (result.verdict !== 'resumed') {
       deps.logger.info({ sessionId, verdict: result.verdict }, 'resume refused');
       throw new RefusedResume(result);
@@ -127,6 +150,8 @@ export function resumeHandler(deps: StreamDeps) {
         if (signal.aborted) break;
       }
     } finally {
+      deps.metrics.replayEvents.record(stats.fromLog);
+      trace.getActiveSpan()?.setAttributes({ 'tether.events': sent, 'tether.events.from_log': stats.fromLog, 'tether.events.from_live': stats.fromLive });
       deps.logger.debug({ sessionId, stream: result.stream, sent, ...stats, cancelled: signal.aborted }, 'resume ended');
     }
   });
@@ -143,9 +168,15 @@ export function followHandler(deps: StreamDeps) {
     if ((from.seq === 0) !== (from.pos === 0)) throw invalid('after_seq and after_pos are both 0 (from the beginning) or both set');
     await deps.scope.check(sessionId, caller);
     const events: AsyncGenerator<LogEvent> = deps.log.follow(sessionId, stream, from, { signal });
-    for await (const event of events) {
-      await send(call, { event: toProtoEvent(event) }, signal);
-      if (signal.aborted) break;
+    let sent = 0;
+    try {
+      for await (const event of events) {
+        await send(call, { event: toProtoEvent(event) }, signal);
+        sent += 1;
+        if (signal.aborted) break;
+      }
+    } finally {
+      trace.getActiveSpan()?.setAttributes({ 'tether.stream': stream, 'tether.events': sent });
     }
   });
 }

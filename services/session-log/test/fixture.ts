@@ -17,8 +17,8 @@ export const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 /** One real nats-server and any number of real service processes on it. */
 export interface ServiceFixture {
   readonly nats: NatsServer;
-  /** Starts `tether-session-log` (built dist) with tokens for alice and bob plus `args`. */
-  start(args?: readonly string[], name?: string): Promise<ServiceProcess & { target: string }>;
+  /** Starts `tether-session-log` (built dist) with tokens for alice and bob plus `args` (and `env`, e.g. `OTEL_*`). */
+  start(args?: readonly string[], name?: string, env?: Readonly<Record<string, string>>): Promise<ServiceProcess & { target: string }>;
   /** A client of `target` (default: the first service) that closes on teardown. */
   client(options?: Partial<CursorClientOptions>): CursorServiceClient;
   teardown(): Promise<void>;
@@ -32,12 +32,12 @@ export async function startServiceFixture(): Promise<ServiceFixture> {
   let first: string | undefined;
   return {
     nats,
-    async start(args = [], name = `session-log-${services.length + 1}`) {
+    async start(args = [], name = `session-log-${services.length + 1}`, env = {}) {
       const proc = await startServiceProcess({
         name,
         command: process.execPath,
         args: [MAIN, '--port', '0', '--nats', nats.url, '--log-level', 'debug', ...args],
-        env: { TETHER_GRPC_TOKENS: `alice:${TOKENS.alice},bob:${TOKENS.bob}` },
+        env: { TETHER_GRPC_TOKENS: `alice:${TOKENS.alice},bob:${TOKENS.bob}`, ...env },
         readyLine: (o) => o.msg === 'listening',
       });
       services.push(proc);

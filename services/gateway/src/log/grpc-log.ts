@@ -1,11 +1,12 @@
-import { Metadata, status } from '@grpc/grpc-js';
-import type { ClientReadableStream } from '@grpc/grpc-js';
+import { InterceptingCall, Metadata, status } from '@grpc/grpc-js';
+import type { ClientReadableStream, Interceptor } from '@grpc/grpc-js';
 import { callUnary, controlTypeFromSpelling, controlTypeSpelling, createCursorClient, readCallFailure, resumeVerdictSpelling } from '@tether/cursor-proto';
 import { endReasonFromSpelling, endReasonSpelling, eventKindFromSpelling, eventKindSpelling } from '@tether/cursor-proto';
 import type { CursorClientTls, CursorServiceClient, Event, Lease as WireLease, ResumeResponse, Session } from '@tether/cursor-proto';
 import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { Cursor, Lease, LogEvent, Refusal, SessionLogErrorFields, SessionRecord } from '@tether/session-log';
+import { traceparentOf } from '@tether/telemetry';
 import type { LogPort } from './log-port.js';
 
 export interface GrpcLogOptions {
@@ -45,7 +46,12 @@ const LIBRARY_CODES: ReadonlySet<string> = new Set(Object.values(SessionLogError
  */
 export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
   const tls = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
-  const client = createCursorClient({ target: options.target, ...(options.token === undefined ? {} : { token: options.token }), ...(tls === undefined ? {} : { tls }) });
+  const client = createCursorClient({
+    target: options.target,
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(tls === undefined ? {} : { tls }),
+    channelOptions: { interceptors: [traceparentInterceptor] },
+  });
   const deadlineMs = options.callTimeoutMs ?? 10_000;
   const attempts = options.appendAttempts ?? 3;
   try {
@@ -200,6 +206,23 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
   };
   return port;
 }
+
+/**
+ * Sends the active context's `traceparent` in every call's metadata, so the
+ * service's server spans join the gateway's trace (and an append without
+ * its own `traceparent` is stored with this one's). grpc-js calls the
+ * interceptor synchronously when the call is made, so `context.active()`
+ * is the caller's, not that of whatever later starts the call.
+ */
+const traceparentInterceptor: Interceptor = (callOptions, nextCall) => {
+  const traceparent = traceparentOf();
+  return new InterceptingCall(nextCall(callOptions), {
+    start(metadata, listener, next) {
+      if (traceparent !== undefined) metadata.set('traceparent', traceparent);
+      next(metadata, listener);
+    },
+  });
+};
 
 /**
  * The items of a server stream as an async generator, cancelled when the
