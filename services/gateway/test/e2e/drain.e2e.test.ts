@@ -42,5 +42,5 @@ describe('SIGTERM drain', () => {
     expect(exit.code).toBe(0);
     expect(drainMs).toBeLessThan(5_000 + 3_000);
     for (const sdk of clients) await sdk.close();
-  });
+  }, 120_000);
 });
