@@ -84,6 +84,11 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       replyError(res, { status: 500, code: GatewayErrorCode.transport, message: 'internal gateway error' });
     });
   });
+  // Longer than the keep-alive of balancers in front (nginx, ingress-nginx,
+  // cloud LBs: 60 s), so the gateway never closes an idle connection that a
+  // balancer is about to reuse for a POST it cannot retry (a 502).
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   server.on('clientError', (err, socket) => {
     // Malformed requests and oversized headers: answer and keep serving.
     const status = (err as { code?: string }).code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
