@@ -211,7 +211,30 @@ export class SessionLog {
     if (session === undefined || session.state !== 'active') {
       throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     }
+    await this.#assertCursor(sessionId, stream, session.epoch, from);
     yield* follow(this.#ctx, sessionId, stream, session.epoch, from, options);
+  }
+
+  /**
+   * A cursor given by a caller (not produced by a resume) must name an event
+   * of this stream: otherwise reading after it would report a broken chain or
+   * an eviction that never happened. When its event was evicted the reader's
+   * own chain check still decides (`stream_truncated`).
+   */
+  async #assertCursor(sessionId: string, stream: string, epoch: string, from: Cursor): Promise<void> {
+    if (from.seq === 0 && from.pos === 0) return;
+    const bad = (why: string): SessionLogError =>
+      new SessionLogError(SessionLogErrorCode.invalidArgument, `the cursor (seq ${from.seq}, pos ${from.pos}) does not name an event of this stream: ${why}`, { sessionId, stream, seq: from.seq, pos: from.pos });
+    if (!Number.isSafeInteger(from.seq) || !Number.isSafeInteger(from.pos) || from.seq < 1 || from.pos < 1) throw bad('seq and pos must both be 0, or both be positive integers');
+    let at;
+    try {
+      at = await this.#ctx.jsm.streams.getMessage(this.config.streamName, { seq: from.pos });
+    } catch (err) {
+      throw unavailable(err);
+    }
+    if (at === null) return;
+    const decoded = at.subject === this.#ctx.subjects.log(sessionId, stream) ? decodeLogEvent(sessionId, stream, at.seq, at.header, at.data) : undefined;
+    if (decoded === undefined || !decoded.ok || decoded.event.seq !== from.seq || decoded.event.epoch !== epoch) throw bad('the log holds a different event at that position');
   }
 
   /**
@@ -246,6 +269,7 @@ export class SessionLog {
     if (session === undefined || session.state !== 'active') {
       throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     }
+    if (afterPos !== undefined) await this.#assertCursor(sessionId, stream, session.epoch, { seq: afterSeq, pos: afterPos });
     return readPage(this.#ctx, sessionId, stream, session.epoch, { afterSeq, limit, ...(afterPos === undefined ? {} : { afterPos }) });
   }
 

@@ -151,6 +151,20 @@ describe('append', () => {
     expect(page.map((e) => text(e.payload))).toEqual(Array.from({ length: n }, (_, i) => String(i)));
   });
 
+  it('refuses a caller-supplied cursor that names no event of the stream, instead of reporting a broken log', async () => {
+    const a = await log.createSession(ALICE);
+    const b = await log.createSession(ALICE);
+    const ours = await log.append(a.sessionId, '0', 'event', bytes('a1'));
+    const theirs = await log.append(b.sessionId, '0', 'event', bytes('b1'));
+    const foreign = { seq: 1, pos: theirs.pos };
+    await expect(log.readPage(a.sessionId, '0', foreign.seq, 5, foreign.pos)).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(log.follow(a.sessionId, '0', foreign).next()).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(log.follow(a.sessionId, '0', { seq: 7, pos: ours.pos }).next()).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(log.follow(a.sessionId, '0', { seq: 1, pos: 0 }).next()).rejects.toMatchObject({ code: 'invalid_argument' });
+    // A cursor that does name our event still works.
+    expect(await log.readPage(a.sessionId, '0', 1, 5, ours.pos)).toEqual([]);
+  });
+
   it('reads pages after a seq, with or without the position hint', async () => {
     const s = await log.createSession(ALICE);
     const ids = [];

@@ -90,10 +90,18 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   server.on('clientError', (err, socket) => {
-    // Malformed requests and oversized headers: answer and keep serving.
-    const status = (err as { code?: string }).code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
-    if (socket.writable) socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-    else socket.destroy();
+    // Malformed requests and oversized headers never reach a handler: answer
+    // them here with the same JSON-RPC error shape, and keep serving.
+    const tooLarge = (err as { code?: string }).code === 'HPE_HEADER_OVERFLOW';
+    const status = tooLarge ? 431 : 400;
+    const message = tooLarge ? `request headers exceed the limit of ${config.maxHeaderBytes} bytes` : `malformed HTTP request (${String((err as { code?: string }).code ?? 'parse error')})`;
+    logger.warn({ code: (err as { code?: string }).code, status }, 'malformed HTTP request');
+    if (!socket.writable) return void socket.destroy();
+    const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: tooLarge ? GatewayErrorCode.tooLarge : GatewayErrorCode.invalidRequest, message } });
+    socket.end(
+      `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   });
 
   const stopWriters = async (timeoutMs: number): Promise<void> => {

@@ -2,6 +2,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { loadFileDescriptorSetFromBuffer, loadSync } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { CursorServiceService, descriptorSetBase64 } from '@tether/cursor-proto';
+import { withSafeDecoding } from './decode.js';
 import { SessionLog } from '@tether/session-log';
 import type { SessionLogOptions } from '@tether/session-log';
 import { createRootLogger, createTetherMetrics } from '@tether/telemetry';
@@ -80,7 +81,7 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     maxStreamsPerCaller: options.maxStreamsPerCaller ?? 1000,
     metrics: options.metrics ?? createTetherMetrics(),
   });
-  server.addService(CursorServiceService, implementation);
+  server.addService(withSafeDecoding(CursorServiceService), implementation);
 
   const health = new HealthImplementation({ '': 'SERVING', [CURSOR_SERVICE]: 'SERVING' });
   health.addToServer(server);

@@ -8,6 +8,7 @@ import { createFollowStats, createSubjects } from '@tether/session-log';
 import type { ControlMessage, Cursor, LogEvent, Refusal, ResumeResult, SessionLog } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
+import { assertDecoded } from './decode.js';
 import type { Authenticator } from './auth.js';
 import { countOf, sessionIdOf, streamIdOf, toProtoEvent, toProtoSession } from './convert.js';
 import { CursorServiceError, invalid, refusalStatus, ServiceErrorCode, toGrpcStatus } from './errors.js';
@@ -63,6 +64,7 @@ function streaming<Req, Res>(deps: StreamDeps, name: string, body: (call: Server
     const run = async (): Promise<void> => {
       const caller = deps.auth.requireCaller(call.metadata, call.getAuthContext());
       traced.span.setAttribute('tether.caller', caller);
+      assertDecoded(call.request, name);
       release = deps.limiter.acquire(caller);
       deps.metrics.streamsOpen.add(1, { 'rpc.method': name });
       await body(call, caller, abort.signal);

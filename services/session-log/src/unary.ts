@@ -5,6 +5,7 @@ import { isSessionLogError } from '@tether/session-log';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.js';
 import { CursorServiceError, toGrpcStatus } from './errors.js';
+import { assertDecoded } from './decode.js';
 import { startCallSpan } from './tracing.js';
 
 /** What a unary handler body gets besides its request. */
@@ -50,6 +51,12 @@ export function unary<Req, Res>(auth: Authenticator, logger: Logger, rpc: string
         return;
       }
       traced.span.setAttribute('tether.caller', ctx.caller);
+      try {
+        assertDecoded(call.request, rpc);
+      } catch (err) {
+        fail(err);
+        return;
+      }
       body(call.request, ctx).then(
         (response) => {
           callback(null, response);
