@@ -1,0 +1,425 @@
+/**
+ * `npm run bench:gateway`: what the gateway costs, each figure beside its
+ * baseline measured in the same run (DESIGN section 12):
+ *
+ * 1. tools/call `echo` latency through the gateway vs the same upstream direct;
+ * 2. latency added per logged SSE event (`stream_progress` 1 vs 200 events);
+ * 3. aggregate events/s of many concurrent streams vs raw JetStream publish-with-ack;
+ * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open.
+ *
+ * Real processes on loopback: a private nats-server, the official-SDK upstream
+ * (one process answering SSE, one JSON), and the gateway as its own process
+ * (`services/gateway/dist/main.js`, so its RSS is its own). Prints figures
+ * (progress on stderr, results on stdout) and writes
+ * bench-results/gateway-bench.json. Never asserts.
+ *
+ * Knobs (environment): BENCH_GATEWAY_ONLY=latency,events,throughput,rss
+ * (default all); BENCH_GATEWAY_CALLS (figure 1, default 500);
+ * BENCH_GATEWAY_ROUNDS (figure 3, default 3); BENCH_GATEWAY_STREAMS
+ * (figure 4 levels, default 1000,10000); BENCH_GATEWAY_CPU_PROF=<dir> (run
+ * the gateways with --cpu-prof, profiles written there when they exit);
+ * BENCH_GATEWAY_QUIET_WAIT_S (default 120: how long to wait at the start for
+ * other processes to use < 0.3 cores; a shared machine skews every figure).
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, release, totalmem, type } from 'node:os';
+import { resolve } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import { measureIdleStreams } from './gateway/idle-streams.js';
+import type { IdleStreamsResult } from './gateway/idle-streams.js';
+import { measureLatency, measureNatsRoundTrips } from './gateway/latency.js';
+import type { LatencyRow } from './gateway/latency.js';
+import { measurePerEvent } from './gateway/per-event.js';
+import type { PerEventResult } from './gateway/per-event.js';
+import { waitForQuietMachine } from './gateway/cpu.js';
+import type { Processes } from './gateway/cpu.js';
+import { connectInspector, inspectorUrl } from './gateway/inspector.js';
+import { openFilesLimit, startBenchStack } from './gateway/stack.js';
+import { measureGatewayThroughput, ThroughputTarget } from './gateway/throughput.js';
+import type { ThroughputRow } from './gateway/throughput.js';
+import { int, ms, progress, ratio, table } from './stats.js';
+
+const PHASES = new Set((process.env['BENCH_GATEWAY_ONLY'] ?? 'latency,events,throughput,rss').split(',').map((p) => p.trim()));
+const CALLS = Number(process.env['BENCH_GATEWAY_CALLS'] ?? 500);
+const ROUNDS = Number(process.env['BENCH_GATEWAY_ROUNDS'] ?? 3);
+const STREAM_LEVELS = (process.env['BENCH_GATEWAY_STREAMS'] ?? '1000,10000').split(',').map(Number);
+const CPU_PROF_DIR = process.env['BENCH_GATEWAY_CPU_PROF'];
+const QUIET_WAIT_S = Number(process.env['BENCH_GATEWAY_QUIET_WAIT_S'] ?? 120);
+const THROUGHPUT_CONCURRENCY = [16, 64];
+const EVENTS_PER_LANE = 500;
+
+/** DESIGN section 12. */
+const TARGET = {
+  latencyRatioP50: 1.5,
+  addedPerEventMs: 1,
+  throughputShare: 0.7,
+  rssPerStreamKiB: 20,
+} as const;
+
+interface Results {
+  latency: LatencyRow[];
+  natsRoundTrips: Awaited<ReturnType<typeof measureNatsRoundTrips>> | undefined;
+  perEvent: PerEventResult | undefined;
+  throughput: ThroughputRow[];
+  idle: IdleStreamsResult | undefined;
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  progress(`waiting (at most ${QUIET_WAIT_S} s) for the machine to be quiet: other processes using < 0.3 cores`);
+  const otherCoresAtStart = await waitForQuietMachine(0.3, QUIET_WAIT_S * 1000, (busy) => progress(`machine busy: ${busy.toFixed(2)} cores used by other processes; waiting`));
+  progress('starting nats-server, upstreams');
+  const stack = await startBenchStack();
+  const results: Results = { latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined };
+  let machine: Record<string, unknown> = {};
+  let failure: unknown;
+  try {
+    const fdLimit = await openFilesLimit();
+    machine = {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      os: `${type()} ${release()}`,
+      node: process.version,
+      natsServer: await serverVersion(stack.nats.url),
+      openFilesLimit: fdLimit,
+      otherCoresAtStart,
+    };
+    const header = [
+      '# Tether gateway benchmark (`npm run bench:gateway`)',
+      '',
+      `machine: ${String(machine['cpus'])} × ${String(machine['cpuModel'])}, ${String(machine['memoryGiB'])} GiB RAM, ${String(machine['os'])}`,
+      `node ${process.version}; nats-server ${String(machine['natsServer'])} (private, single node, file storage); open files limit ${fdLimit}`,
+      'all on one machine, loopback: benchmark client, SDK upstream (own process), gateway (own process), nats-server',
+      `other processes used ${otherCoresAtStart.toFixed(2)} cores just before the run (each figure below says how busy the rest of the machine was while it ran)`,
+    ].join('\n');
+    process.stdout.write(`${header}\n\n`);
+    const nodeArgs = CPU_PROF_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${resolve(CPU_PROF_DIR)}`];
+
+    if (PHASES.has('latency') || PHASES.has('events') || PHASES.has('throughput')) {
+      const gw = await stack.startGateway({ name: 'gw-bench', nodeArgs, args: ['--route', `/json=${stack.jsonUpstream.url}`] });
+      const sseVia = `${gw.origin}/mcp`;
+      const jsonVia = `${gw.origin}/json`;
+      const processes = (upstreamPid: number): Processes => ({ gateway: gw.pid, upstream: upstreamPid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid });
+      if (PHASES.has('latency')) {
+        const rows: [string, 'sdk' | 'raw', 'sse' | 'json', string, string][] = [
+          ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse', sseVia, stack.sseUpstream.url],
+          ['SDK client, JSON upstream (pass-through)', 'sdk', 'json', jsonVia, stack.jsonUpstream.url],
+          ['raw client, SSE upstream (logged stream)', 'raw', 'sse', sseVia, stack.sseUpstream.url],
+          ['raw client, JSON upstream (pass-through)', 'raw', 'json', jsonVia, stack.jsonUpstream.url],
+        ];
+        for (const [name, client, upstreamAnswer, gatewayUrl, directUrl] of rows) {
+          progress(`latency: ${name}, ${CALLS} calls each way`);
+          const upstreamPid = upstreamAnswer === 'sse' ? stack.sseUpstream.process.pid : stack.jsonUpstream.process.pid;
+          const row = await measureLatency({ name, client, upstreamAnswer, gatewayUrl, directUrl, warmup: 50, calls: CALLS, processes: processes(upstreamPid), natsMonitorPort: stack.nats.monitorPort });
+          progress(`latency: ${name}: p50 ${ms(row.gateway.p50)} vs ${ms(row.direct.p50)} ms (${ratio(row.ratioP50)})`);
+          results.latency.push(row);
+        }
+        results.natsRoundTrips = await measureNatsRoundTrips(stack.nats.url, 300);
+      }
+      if (PHASES.has('events')) {
+        progress('per-event: stream_progress 1 vs 200 events');
+        results.perEvent = await measurePerEvent({ gatewayUrl: sseVia, directUrl: stack.sseUpstream.url, small: 1, large: 200, warmup: 3, repeats: 30, processes: processes(stack.sseUpstream.process.pid) });
+        progress(`per-event: added ${ms(results.perEvent.addedPerEventMs.p50)} ms per event (p50)`);
+      }
+      if (PHASES.has('throughput')) {
+        results.throughput = await measureGatewayThroughput({
+          natsUrl: stack.nats.url,
+          gatewayUrl: sseVia,
+          directUrl: stack.sseUpstream.url,
+          concurrencies: THROUGHPUT_CONCURRENCY,
+          eventsPerLane: EVENTS_PER_LANE,
+          rounds: ROUNDS,
+          processes: processes(stack.sseUpstream.process.pid),
+          natsMonitorPort: stack.nats.monitorPort,
+        });
+      }
+      await gw.process.stop('SIGTERM', 15_000);
+    }
+
+    if (PHASES.has('rss')) {
+      // A fresh gateway: RSS must not carry the heap grown by the phases above.
+      // The inspector (loopback, random port) lets us force full GCs before reading RSS, and read V8 heap use.
+      const gw = await stack.startGateway({ name: 'gw-idle', nodeArgs: [...nodeArgs, '--inspect=127.0.0.1:0'], args: ['--route', `/json=${stack.jsonUpstream.url}`] });
+      const wsUrl = inspectorUrl(gw.process.stderrLines);
+      if (wsUrl === undefined) throw new Error('the gateway printed no inspector URL');
+      const inspector = await connectInspector(wsUrl);
+      // Per stream: one socket here, two in the gateway (client + upstream listener), one in the upstream.
+      const limits = { bench: fdLimit, gateway: await openFilesLimit(gw.pid), upstream: await openFilesLimit(stack.jsonUpstream.process.pid) };
+      const caps = [
+        { count: limits.bench - 300, why: `this process may open ${limits.bench} files (ulimit -n; it cannot raise its own limit)` },
+        { count: Math.floor((limits.gateway - 300) / 2), why: `the gateway may open ${limits.gateway} files and needs two per stream` },
+        { count: limits.upstream - 300, why: `the upstream may open ${limits.upstream} files` },
+      ];
+      const maxStreams = caps.reduce((a, b) => (b.count < a.count ? b : a));
+      machine['openFilesLimits'] = limits;
+      results.idle = await measureIdleStreams({
+        gatewayUrl: `${gw.origin}/json`,
+        gateway: gw,
+        inspector,
+        levels: STREAM_LEVELS,
+        maxStreams,
+        initConcurrency: 32,
+        openConcurrency: 64,
+        processes: { gateway: gw.pid, upstream: stack.jsonUpstream.process.pid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid },
+        natsMonitorPort: stack.nats.monitorPort,
+      }).finally(() => inspector.close());
+      await gw.process.stop('SIGTERM', 15_000);
+    }
+  } catch (err) {
+    // Print what was measured before the failure, then fail.
+    failure = err;
+  } finally {
+    await stack.close();
+  }
+  const runtimeS = (performance.now() - started) / 1000;
+  process.stdout.write(`${render(results, runtimeS)}\n`);
+  await mkdir('bench-results', { recursive: true });
+  const error = failure === undefined ? undefined : String((failure as Error).stack ?? failure);
+  await writeFile('bench-results/gateway-bench.json', `${JSON.stringify({ at: new Date().toISOString(), machine, targets: TARGET, ...results, runtimeS, error }, null, 2)}\n`);
+  progress(`wrote bench-results/gateway-bench.json (${runtimeS.toFixed(0)} s)`);
+  if (failure !== undefined) throw failure;
+}
+
+function verdict(met: boolean | undefined): string {
+  return met === undefined ? 'n/a' : met ? 'met' : 'missed';
+}
+
+function render(r: Results, runtimeS: number): string {
+  const out: string[] = [];
+  const summary: string[][] = [];
+  for (const row of r.latency) {
+    const target = row.client === 'sdk' && row.upstreamAnswer === 'sse' ? `≤ ${TARGET.latencyRatioP50}× p50` : row.client === 'sdk' ? `(≤ ${TARGET.latencyRatioP50}×)` : 'diagnostic';
+    summary.push([
+      `tools/call echo p50, ${row.name}`,
+      `${ms(row.gateway.p50)} ms`,
+      `${ms(row.direct.p50)} ms direct`,
+      ratio(row.ratioP50),
+      target,
+      row.client === 'sdk' ? verdict(row.ratioP50 <= TARGET.latencyRatioP50) : '',
+    ]);
+  }
+  if (r.perEvent !== undefined) {
+    const p = r.perEvent;
+    summary.push([
+      `added latency per logged SSE event, p50 (${p.small} vs ${p.large} events)`,
+      `${ms(p.addedPerEventMs.p50)} ms`,
+      `${ms(p.directPerEventMs)} ms/event direct`,
+      `gw ${ms(p.gatewayPerEventMs)} ms/event`,
+      `≤ ${TARGET.addedPerEventMs} ms`,
+      verdict(p.addedPerEventMs.p50 <= TARGET.addedPerEventMs),
+    ]);
+  }
+  for (const c of THROUGHPUT_CONCURRENCY) {
+    const gw = r.throughput.find((t) => t.target === ThroughputTarget.gateway && t.concurrency === c);
+    const raw = r.throughput.find((t) => t.target === ThroughputTarget.rawJetStream && t.concurrency === c);
+    if (gw === undefined || raw === undefined) continue;
+    const share = gw.medianPerSec / raw.medianPerSec;
+    summary.push([
+      `events/s, ${c} concurrent streams × ${gw.eventsPerLane} events`,
+      int(gw.medianPerSec),
+      `${int(raw.medianPerSec)} raw JetStream`,
+      `${(share * 100).toFixed(0)}%`,
+      `≥ ${TARGET.throughputShare * 100}%`,
+      verdict(share >= TARGET.throughputShare),
+    ]);
+  }
+  if (r.idle !== undefined) {
+    for (const l of r.idle.levels) {
+      // Per stream divides by the streams that were open; a few failed GETs only lower the level reached.
+      const valid = l.closedEarly === 0;
+      const judge = (kib: number): string =>
+        valid ? `${verdict(kib <= TARGET.rssPerStreamKiB)}${l.failed > 0 ? ` (${l.failed} GETs failed)` : ''}` : `invalid: ${l.closedEarly} streams closed early`;
+      summary.push([
+        `RSS per idle SSE stream, ${int(l.streams)} open (one per session), after full GC`,
+        `${l.afterGc.rssPerStreamKiB.toFixed(1)} KiB`,
+        `${int(l.afterGc.rssBeforeKiB)} KiB before the GETs`,
+        `V8 heap ${l.afterGc.heapPerStreamKiB.toFixed(1)} KiB/stream`,
+        `≤ ${TARGET.rssPerStreamKiB} KB`,
+        judge(l.afterGc.rssPerStreamKiB),
+      ]);
+      summary.push([
+        `RSS per idle SSE stream, ${int(l.streams)} open, as settled (no forced GC)`,
+        `${l.perStreamKiB.toFixed(1)} KiB`,
+        `${int(l.beforeKiB)} KiB before the GETs`,
+        '',
+        `≤ ${TARGET.rssPerStreamKiB} KB`,
+        judge(l.perStreamKiB),
+      ]);
+    }
+  }
+  out.push('## Summary (DESIGN section 12 targets)', '', table(['figure', 'gateway', 'baseline (same run)', 'ratio', 'target', ''], summary), '');
+  if (r.idle?.cappedBecause !== undefined) out.push(`Idle streams capped: ${r.idle.cappedBecause}.`, '');
+
+  if (r.latency.length > 0) {
+    out.push('## 1. tools/call `echo` latency (ms), gateway vs the same upstream direct', '');
+    out.push(
+      table(
+        ['client, upstream answer', 'n', 'gw p50', 'gw p99', 'direct p50', 'direct p99', 'p50 ratio', 'p99 ratio', 'gateway CPU per call', 'NATS msgs in / out / JS API per call', 'other load'],
+        r.latency.map((row) => [
+          row.name,
+          String(row.gateway.n),
+          ms(row.gateway.p50),
+          ms(row.gateway.p99),
+          ms(row.direct.p50),
+          ms(row.direct.p99),
+          ratio(row.ratioP50),
+          ratio(row.ratioP99),
+          `${ms(row.cpuMsPerPair['gateway'] ?? Number.NaN)} ms`,
+          `${row.natsPerCall.inMsgs.toFixed(1)} / ${row.natsPerCall.outMsgs.toFixed(1)} / ${row.natsPerCall.apiCalls.toFixed(1)}`,
+          `${row.otherCores.toFixed(2)} cores`,
+        ]),
+      ),
+      '',
+      'SSE upstream: the SDK answers tools/call as SSE, so through the gateway each call is a logged stream',
+      "(lease, opening `prime`, the upstream's priming event, the response, `end`: four acked appends, plus a log reader).",
+      'JSON upstream (`enableJsonResponse`): the gateway authorizes the session and passes the JSON through, no log writes.',
+      ...(r.natsRoundTrips === undefined
+        ? []
+        : [
+            `Unit costs in the same run (sequential, from the benchmark process): JetStream publish-with-ack p50 ${ms(r.natsRoundTrips.publishAck.p50)} ms,`,
+            `last-message read (what \`head\` does) p50 ${ms(r.natsRoundTrips.lastMessageRead.p50)} ms.`,
+          ]),
+      '',
+    );
+  }
+  if (r.perEvent !== undefined) {
+    const p = r.perEvent;
+    out.push(`## 2. Latency per logged SSE event (ms to the response; ${p.repeats} repeats, raw client)`, '');
+    out.push(
+      table(
+        ['', `${p.small} event p50`, `${p.large} events p50`, `${p.large} events p99`, 'per event'],
+        [
+          ['gateway', ms(p.gatewaySmall.p50), ms(p.gatewayLarge.p50), ms(p.gatewayLarge.p99), ms(p.gatewayPerEventMs)],
+          ['direct', ms(p.directSmall.p50), ms(p.directLarge.p50), ms(p.directLarge.p99), ms(p.directPerEventMs)],
+          ['added by the gateway', '', '', '', `${ms(p.addedPerEventMs.p50)} p50, ${ms(p.addedPerEventMs.p90)} p90 (from medians: ${ms(p.addedPerEventFromMediansMs)})`],
+        ],
+      ),
+      '',
+      `Gateway CPU per call (both sizes together): ${ms(p.gatewayCpuMsPerCall)} ms. Other load on the machine meanwhile: ${p.otherCores.toFixed(2)} cores.`,
+      '',
+    );
+  }
+  if (r.throughput.length > 0) {
+    out.push('## 3. Aggregate events/s, many concurrent streams (median of rounds)', '');
+    out.push(
+      table(
+        ['concurrency', 'raw JetStream publish+ack', 'direct to upstream', 'through the gateway', 'gateway / raw', 'gateway / direct', 'rounds (gateway)'],
+        THROUGHPUT_CONCURRENCY.map((c) => {
+          const get = (t: ThroughputTarget): ThroughputRow | undefined => r.throughput.find((x) => x.target === t && x.concurrency === c);
+          const raw = get(ThroughputTarget.rawJetStream);
+          const direct = get(ThroughputTarget.direct);
+          const gw = get(ThroughputTarget.gateway);
+          return [
+            String(c),
+            int(raw?.medianPerSec ?? Number.NaN),
+            int(direct?.medianPerSec ?? Number.NaN),
+            int(gw?.medianPerSec ?? Number.NaN),
+            `${(((gw?.medianPerSec ?? Number.NaN) / (raw?.medianPerSec ?? Number.NaN)) * 100).toFixed(0)}%`,
+            `${(((gw?.medianPerSec ?? Number.NaN) / (direct?.medianPerSec ?? Number.NaN)) * 100).toFixed(0)}%`,
+            (gw?.roundsPerSec ?? []).map((x) => int(x)).join(' / '),
+          ];
+        }),
+      ),
+      '',
+      'raw JetStream: one sequential `js.publish` (awaiting the ack) per lane, 200-byte payloads, plain file stream on the same server.',
+      'direct / gateway: one session per lane, `stream_progress {count: 500, delayMs: 0}`, timed until every stream ended.',
+      '',
+      'Where the CPU went (median of rounds): CPU ms per event, and % of one core, per process.',
+      '',
+    );
+    const names = Object.keys(r.throughput[0]?.cpuMsPerEvent ?? {});
+    out.push(
+      table(
+        ['target', 'concurrency', ...names.map((n) => `${n} ms/event`), ...names.map((n) => `${n} %core`), 'other %core', 'NATS in / out / API per event'],
+        r.throughput.map((t) => [
+          t.target,
+          String(t.concurrency),
+          ...names.map((n) => (t.cpuMsPerEvent[n] ?? Number.NaN).toFixed(3)),
+          ...names.map((n) => `${((t.cpuUtilization[n] ?? Number.NaN) * 100).toFixed(0)}%`),
+          `${(t.otherCores * 100).toFixed(0)}%`,
+          `${t.natsPerEvent.inMsgs.toFixed(2)} / ${t.natsPerEvent.outMsgs.toFixed(2)} / ${t.natsPerEvent.apiCalls.toFixed(3)}`,
+        ]),
+      ),
+      '',
+    );
+  }
+  if (r.idle !== undefined) {
+    const i = r.idle;
+    out.push('## 4. Gateway memory per idle SSE stream (KiB; one GET stream per session)', '');
+    out.push(
+      table(
+        [
+          'streams open',
+          'settled RSS before → after',
+          'per stream',
+          'after full GC: RSS before → after',
+          'per stream',
+          'V8 heap in use before → after',
+          'per stream',
+          'init / open',
+          'failed / closed early / init retries',
+          'gateway fds',
+          'idle: gateway CPU',
+          'idle: NATS msgs/s',
+          'idle: nats-server CPU',
+        ],
+        i.levels.map((l) => [
+          int(l.streams),
+          `${int(l.beforeKiB)} → ${int(l.afterKiB)}`,
+          l.perStreamKiB.toFixed(1),
+          `${int(l.afterGc.rssBeforeKiB)} → ${int(l.afterGc.rssAfterKiB)}`,
+          l.afterGc.rssPerStreamKiB.toFixed(1),
+          `${int(l.afterGc.heapBeforeKiB)} → ${int(l.afterGc.heapAfterKiB)}`,
+          l.afterGc.heapPerStreamKiB.toFixed(1),
+          `${l.initSeconds.toFixed(0)} s / ${l.openSeconds.toFixed(0)} s`,
+          `${l.failed} / ${l.closedEarly} / ${l.initRetries}`,
+          int(l.gatewayOpenFds),
+          `${(l.idle.gatewayCores * 100).toFixed(0)}% core`,
+          int(l.idle.natsMsgsInPerSec),
+          `${(l.idle.natsServerCores * 100).toFixed(0)}% core`,
+        ]),
+      ),
+      '',
+      'Each level first initializes its new sessions (route to the JSON upstream: initialize is a pass-through), waits for RSS',
+      'to settle, then opens one GET per new session and waits again; per stream = Σ(after − before) / streams.',
+      'A session holds one GET stream at a time (a second one, fresh or resumed, supersedes the first), so each stream',
+      "carries its session's upstream GET listener on this instance: an upstream socket, a pump, and a lease renewed",
+      "every third of its TTL. The 'idle' columns are measured over 5 s after RSS settled.",
+      'Settled RSS is read once it stops moving; it carries whatever garbage V8 has not collected yet. Then the benchmark',
+      "forces two full GCs through the gateway's inspector (loopback, random port), reads V8 heap in use (retained objects)",
+      'and, 2 s later, RSS again. All per-stream figures are Σ(after − before) over levels / streams, in KiB.',
+      ...(i.cappedBecause === undefined ? [] : [`Capped: ${i.cappedBecause}.`]),
+      ...i.levels.flatMap((l) =>
+        l.failed === 0 ? [] : [`GETs that failed at ${int(l.streams)}: ${Object.entries(l.failures).map(([why, n]) => `${n} × ${why}`).join('; ')}.`],
+      ),
+      ...i.levels.flatMap((l) =>
+        Object.keys(l.gatewayWarnings).length === 0
+          ? []
+          : [`Gateway warnings among its last 500 log lines at ${int(l.streams)}: ${Object.entries(l.gatewayWarnings).map(([msg, n]) => `${n} × "${msg}"`).join(', ')}.`],
+      ),
+      '',
+    );
+  }
+  out.push(`runtime: ${runtimeS.toFixed(0)} s`);
+  return out.join('\n');
+}
+
+async function serverVersion(url: string): Promise<string> {
+  const nc = await connect({ servers: url });
+  const version = nc.info?.version ?? 'unknown';
+  await nc.close();
+  return version;
+}
+
+// Every child process handle is unref'd (the test kit's choice, so a server
+// never keeps vitest alive): without this, waiting on a child's exit could
+// let the event loop empty and Node exit quietly, and with code 0, mid-run.
+const keepAlive = setInterval(() => undefined, 60_000);
+main()
+  .catch((err: unknown) => {
+    process.stderr.write(`bench:gateway failed: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  })
+  .finally(() => clearInterval(keepAlive));
+
