@@ -107,6 +107,8 @@ export class StreamCheck {
   #sawData = false;
   #accepted = 0;
   #pending: Array<readonly [string, number]> = [];
+  /** Nothing but the cursor's own priming echo (and retry hints) has arrived on this resumed stream. */
+  #echoOnly = true;
 
   constructor(history: StreamHistory, options: StreamCheckOptions = {}) {
     this.#history = history;
@@ -122,6 +124,17 @@ export class StreamCheck {
     return this.#state.t === 'open';
   }
 
+  /**
+   * True while a resumed stream has carried nothing but re-affirmations of
+   * the cursor (its priming echo, retry hints): those may reach the client at
+   * once. The SDK client keeps only cursors it saw on the current response;
+   * holding the echo back and then losing the connection would make it
+   * reconnect without `Last-Event-ID` and never resume the stream.
+   */
+  get echoOnly(): boolean {
+    return this.#state.t === 'verifying' && this.#echoOnly;
+  }
+
   /** The finding that failed this stream, if any. */
   get finding(): StreamFinding | undefined {
     return this.#state.t === 'failed' ? this.#state.finding : undefined;
@@ -133,6 +146,8 @@ export class StreamCheck {
     if (s.t === 'failed') return s.finding;
     const position: ViolationPosition = this.#accepted === 0 ? 'first' : 'within';
     const id = m.id === '' ? undefined : m.id;
+    const isEcho = (id === undefined && m.data === '') || (id !== undefined && id === this.#cursor && m.data === '');
+    if (!isEcho) this.#echoOnly = false;
     if (id === undefined) {
       // Retry hints, event-type-only blocks and empty data carry nothing to
       // check (the SDK skips empty data too).

@@ -1,0 +1,507 @@
+/**
+ * The checker: from every client's recorded wire history and the log (the
+ * tap's copy, cross-checked with `SessionLog.readPage`), classify each
+ * stream a client touched as
+ *
+ * - `complete`: the client got the whole stream, contiguous, and its response;
+ * - `explicit`: it ended with an explicit verdict (a `Tether-Resume` refusal,
+ *   a JSON-RPC `-32001` abandoned/deadline error, the guard passing on a refusal);
+ * - `violation`: something silent went wrong (gap, duplicate, reorder, fork,
+ *   an event the log does not hold, a resume the guard had to stop, ...);
+ * - `open`: the standalone GET stream (it never completes), contiguous so far;
+ * - `unfinished`: the client stopped first (the run ended, its patience ran out).
+ *
+ * Rules for one response (DESIGN sections 1, 5, 7, 8): a fresh POST starts at
+ * seq 1 (its `prime`); a resume may first echo its cursor as an id-only
+ * priming event, then must deliver seq cursor+1, cursor+2, ... of the same
+ * epoch and stream; a fresh GET starts with the head's id (priming) and goes
+ * on from there. Every delivered id must name the log's event at that seq
+ * (same pos, same epoch) with the same payload.
+ */
+import { decodeEventId } from '@tether/protocol';
+import type { EventId } from '@tether/protocol';
+import type { LogRecord } from './log-tap.js';
+import type { CallOutcome, DeliveredEvent, Exchange, GuardViolation } from './record.js';
+import { bump } from './util.js';
+import type { Meaning } from './util.js';
+
+export type StreamClass = 'complete' | 'explicit' | 'violation' | 'open' | 'unfinished';
+
+export interface Violation {
+  readonly kind: string;
+  readonly client: string;
+  readonly session: string;
+  readonly stream: string;
+  /** Exchange number (order of requests in the run). */
+  readonly exchange: number | undefined;
+  readonly cursor: string | undefined;
+  readonly eventId: string | undefined;
+  readonly expected: string | undefined;
+  readonly detail: string;
+}
+
+export interface StreamReport {
+  readonly key: string;
+  readonly client: string;
+  readonly clientKind: string;
+  readonly path: string;
+  readonly cls: StreamClass;
+  /** For `explicit`: the verdict's kind; for `unfinished`: why. */
+  readonly reason: string | undefined;
+  readonly delivered: number;
+  readonly exchanges: number;
+}
+
+export interface CheckInput {
+  readonly exchanges: readonly Exchange[];
+  readonly calls: readonly CallOutcome[];
+  readonly guardViolations: readonly GuardViolation[];
+  readonly log: ReadonlyMap<string, readonly LogRecord[]>;
+  /** The log as `readPage` reads it now, for streams of sessions still alive (key `<session>/<stream>`). */
+  readonly pages: ReadonlyMap<string, readonly LogRecord[]>;
+  /** Log positions the tap missed and that were purged before it could read them. */
+  readonly purged: ReadonlyPositions;
+}
+
+type ReadonlyPositions = ReadonlySet<number>;
+
+export interface CheckResult {
+  readonly streams: StreamReport[];
+  readonly violations: Violation[];
+  /** Findings about the log itself (chain breaks the readers would refuse): not silent, but reported. */
+  readonly logAnomalies: Violation[];
+  /** Resumed responses whose cursor the SDK client never got (see `cursorLosses`), by what followed. */
+  readonly cursorLosses: Record<string, number>;
+  readonly verification: {
+    /** Delivered events compared with the log's event at their seq. */
+    readonly eventsMatched: number;
+    /** Found by `readPage` only (the tap missed them). */
+    readonly foundByReadPage: number;
+    /** Delivered ids neither the tap nor readPage could show (their session was purged first). */
+    readonly unverifiable: number;
+    readonly readPageStreams: number;
+    /** readPage and the tap disagree about an event (should be 0). */
+    readonly readPageMismatches: number;
+    /** Holes in the tap's copy of a stream whose session was purged before the tap could fill them. */
+    readonly tapGaps: number;
+  };
+}
+
+export interface StreamGroup {
+  readonly key: string;
+  readonly session: string;
+  readonly stream: string;
+  readonly exchanges: Exchange[];
+}
+
+/** A tool call's stream: the fresh POST that opened it names the request. */
+interface Opening {
+  readonly exchange: Exchange;
+  readonly rpcId: string | undefined;
+  readonly tool: string | undefined;
+  readonly count: number | undefined;
+  readonly method: string | undefined;
+}
+
+export function check(input: CheckInput): CheckResult {
+  const violations: Violation[] = [];
+  const logAnomalies: Violation[] = [];
+  const streams: StreamReport[] = [];
+  const verification = { eventsMatched: 0, foundByReadPage: 0, unverifiable: 0, readPageStreams: input.pages.size, readPageMismatches: 0, tapGaps: 0 };
+
+  // The tap against readPage: the same events, wherever both hold one.
+  for (const [key, page] of input.pages) {
+    const tapped = new Map((input.log.get(key) ?? []).map((r) => [r.seq, r]));
+    for (const r of page) {
+      const t = tapped.get(r.seq);
+      if (t !== undefined && (t.pos !== r.pos || t.digest !== r.digest || t.epoch !== r.epoch)) {
+        verification.readPageMismatches += 1;
+        const [session = '', stream = ''] = key.split('/');
+        logAnomalies.push({ kind: 'tap_readpage_mismatch', client: '-', session, stream, exchange: undefined, cursor: undefined, eventId: undefined, expected: undefined, detail: `seq ${r.seq}: tap pos ${t.pos}, readPage pos ${r.pos}` });
+      }
+    }
+  }
+
+  for (const [key, records] of input.log) logChecks(key, records, logAnomalies, input.purged, verification);
+  // Two responses to one request in the log: the source of truth says the request both
+  // succeeded and failed (e.g. a takeover that ignored the response the dead writer recorded).
+  for (const [key, records] of input.log) {
+    const [session = '', stream = ''] = key.split('/');
+    const seen = new Map<string, LogRecord>();
+    for (const r of records) {
+      if (r.response === undefined) continue;
+      const first = seen.get(r.response.id);
+      if (first === undefined) {
+        seen.set(r.response.id, r);
+        continue;
+      }
+      violations.push({
+        kind: 'double_response_in_log',
+        client: '-',
+        session,
+        stream,
+        exchange: undefined,
+        cursor: undefined,
+        eventId: `${r.epoch}-${stream}-${r.seq}-${r.pos}`,
+        expected: undefined,
+        detail: `request ${r.response.id}: ${first.response?.ok === true ? 'result' : 'error'} at seq ${first.seq} (pos ${first.pos}), then ${r.response.ok ? 'result' : 'error'} at seq ${r.seq} (pos ${r.pos}), stream end ${records.at(-1)?.kind === 'end' ? (records.at(-1)?.endReason ?? '?') : 'none'}`,
+      });
+    }
+  }
+
+  const groups = groupByStream(input.exchanges, violations);
+  const losses = cursorLosses(input.exchanges, groups, input.log);
+  const callsByExchange = new Map<number, CallOutcome>();
+  for (const call of input.calls) if (call.postExchange !== undefined) callsByExchange.set(call.postExchange, call);
+
+  for (const group of groups.values()) {
+    const found: Violation[] = [];
+    const bySeq = logIndex(input.log.get(group.key), input.pages.get(group.key));
+    const union = new Map<number, { id: string; event: DeliveredEvent; exchange: Exchange }>();
+    let epoch: string | undefined = bySeq.values().next().value?.epoch;
+    let opening: Opening | undefined;
+    const first = group.exchanges[0]!;
+    const v = (kind: string, ex: Exchange | undefined, eventId: string | undefined, expected: string | undefined, detail: string): void => {
+      found.push({ kind, client: first.client, session: group.session, stream: group.stream, exchange: ex?.n, cursor: ex?.cursor, eventId, expected, detail });
+    };
+
+    for (const ex of group.exchanges) {
+      const cursor = ex.cursor === undefined ? undefined : decodeEventId(ex.cursor);
+      let expected: number | undefined;
+      let lastPos: number | undefined;
+      if (cursor?.ok === true) {
+        expected = cursor.value.seq + 1;
+        lastPos = cursor.value.pos;
+      } else if (ex.method === 'POST') {
+        expected = 1;
+        lastPos = 0;
+      }
+      if (ex.method === 'POST' && ex.rpc !== undefined) opening = { exchange: ex, rpcId: ex.rpc.id, tool: ex.rpc.tool, count: ex.rpc.count, method: ex.rpc.method };
+      const seenHere = new Set<number>();
+      for (const [i, event] of ex.events.entries()) {
+        if (event.id === undefined) {
+          if (event.hasData) v('silent_fallback', ex, undefined, undefined, 'an event with data but no id');
+          continue;
+        }
+        const decoded = decodeEventId(event.id);
+        if (!decoded.ok) {
+          v('malformed_id', ex, event.id, undefined, decoded.reason);
+          continue;
+        }
+        const id: EventId = decoded.value;
+        if (id.stream !== group.stream || (epoch !== undefined && id.epoch !== epoch)) {
+          v('fork', ex, event.id, undefined, `epoch/stream ${id.epoch}/${id.stream}, the stream is ${epoch ?? '?'}/${group.stream}`);
+          continue;
+        }
+        epoch ??= id.epoch;
+        // A resume's priming event repeats the cursor (id only): the client keeps its place.
+        if (i === 0 && ex.cursor !== undefined && event.id === ex.cursor && event.meaning.t === 'empty') continue;
+        if (expected === undefined) {
+          // A fresh GET starts after the stream's head: its priming event carries the
+          // head's id with empty data, a cursor, not a delivery of that event.
+          const head = bySeq.get(id.seq);
+          if (head !== undefined && (head.record.pos !== id.pos || head.record.epoch !== id.epoch)) v('fork', ex, event.id, `pos ${head.record.pos}`, `the fresh GET's priming id is not the log's event at seq ${id.seq}`);
+          expected = id.seq + 1;
+          lastPos = id.pos;
+          if (event.meaning.t === 'empty') continue;
+          v('fork', ex, event.id, undefined, 'a fresh GET began with a non-empty event instead of priming');
+        }
+        if (id.seq > expected) v('gap', ex, event.id, String(expected), `seq ${id.seq} delivered where ${expected} was due`);
+        else if (id.seq < expected) v(seenHere.has(id.seq) ? 'duplicate' : 'reorder', ex, event.id, String(expected), `seq ${id.seq} delivered again where ${expected} was due`);
+        else if (lastPos !== undefined && id.pos <= lastPos && lastPos !== 0) v('reorder', ex, event.id, undefined, `pos ${id.pos} not after ${lastPos}`);
+        seenHere.add(id.seq);
+        expected = id.seq + 1;
+        lastPos = id.pos;
+
+        const logged = bySeq.get(id.seq);
+        if (logged === undefined) {
+          const known = input.log.has(group.key) || input.pages.has(group.key);
+          if (known && !input.purged.has(id.pos)) v('not_in_log', ex, event.id, undefined, 'the log holds no event at this seq');
+          else verification.unverifiable += 1;
+        } else {
+          if (logged.source === 'page') verification.foundByReadPage += 1;
+          if (logged.record.pos !== id.pos || logged.record.epoch !== id.epoch) v('fork', ex, event.id, `pos ${logged.record.pos}`, `the log's event at seq ${id.seq} is at pos ${logged.record.pos}`);
+          else if (logged.record.kind === 'end') v('end_delivered', ex, event.id, undefined, 'an end marker reached a client');
+          else if (logged.record.kind === 'prime' ? event.meaning.t !== 'empty' : logged.record.digest !== event.digest) v('fork', ex, event.id, undefined, "payload differs from the log's");
+          else verification.eventsMatched += 1;
+        }
+        const earlier = union.get(id.seq);
+        if (earlier !== undefined && (earlier.id !== event.id || earlier.event.digest !== event.digest)) v('fork', ex, event.id, earlier.id, 'the same seq delivered with another id or payload');
+        if (earlier === undefined) union.set(id.seq, { id: event.id, event, exchange: ex });
+      }
+    }
+
+    for (const loss of losses.byStream.get(group.key) ?? []) v(loss.kind, loss.exchange, loss.exchange.cursor, undefined, loss.detail);
+
+    // Payload level: what the application reads, in log order.
+    const ordered = [...union.entries()].sort((a, b) => a[0] - b[0]).map(([, e]) => e);
+    payloadChecks(group, opening, ordered, v);
+
+    const call = opening === undefined ? undefined : callsByExchange.get(opening.exchange.n);
+    const outcome = classify(group, opening, ordered, call, found);
+    violations.push(...found);
+    streams.push({ key: group.key, client: first.client, clientKind: first.clientKind, path: first.path, cls: outcome.cls, reason: outcome.reason, delivered: union.size, exchanges: group.exchanges.length });
+  }
+
+  // What the SDK application saw: a result means progress 1, 2, …, count, each once, in order.
+  for (const call of input.calls) {
+    if (call.clientKind !== 'sdk' || call.outcome !== 'result' || call.tool !== 'stream_progress' || call.progress === undefined) continue;
+    const exact = call.progress.length === call.count && call.progress.every((p, i) => p === i + 1);
+    if (exact && call.text === `done ${call.count}`) continue;
+    violations.push({
+      kind: 'sdk_progress',
+      client: call.client,
+      session: call.sessionId ?? '',
+      stream: '',
+      exchange: call.postExchange,
+      cursor: undefined,
+      eventId: undefined,
+      expected: `1..${call.count}`,
+      detail: `result "${call.text ?? ''}" after progress ${summarize(call.progress)}`,
+    });
+  }
+
+  // Calls the guard failed with a violation (not a refusal): each one is a silent failure it caught.
+  for (const g of input.guardViolations) {
+    if (g.code === 'explicit_refusal') continue;
+    violations.push({ kind: `guard_${g.code}`, client: g.client, session: '', stream: '', exchange: undefined, cursor: g.lastEventId, eventId: g.eventId, expected: g.expectedEventId, detail: g.message });
+  }
+  return { streams, violations, logAnomalies, cursorLosses: losses.counts, verification };
+}
+
+/**
+ * A resumed response that broke (network error, cut) after delivering only
+ * its priming event, the cursor echoed back, and after which the SDK client
+ * reconnected *without* `Last-Event-ID`: the client lost its cursor. The
+ * gateway echoes the cursor precisely so the SDK keeps it (it only keeps ids
+ * seen on the current response); if the echo never reached the SDK, a POST
+ * stream is never resumed again (its request waits for its timeout, with no
+ * verdict) and the GET stream restarts from the head (events recorded in
+ * between never reach the application). Those two are violations; a GET
+ * restart that happened to skip nothing is only counted.
+ */
+function cursorLosses(
+  exchanges: readonly Exchange[],
+  groups: ReadonlyMap<string, StreamGroup>,
+  log: ReadonlyMap<string, readonly LogRecord[]>,
+): { byStream: Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>; counts: Record<string, number> } {
+  const byStream = new Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>();
+  const counts: Record<string, number> = {};
+  const byClient = new Map<string, Exchange[]>();
+  for (const ex of exchanges) {
+    if (ex.clientKind !== 'sdk') continue;
+    const list = byClient.get(ex.client) ?? [];
+    if (list.length === 0) byClient.set(ex.client, list);
+    list.push(ex);
+  }
+  for (const list of byClient.values()) {
+    for (const [i, ex] of list.entries()) {
+      if (ex.method !== 'GET' || ex.cursor === undefined || (ex.end !== 'broken' && ex.end !== 'cut') || ex.status !== 200) continue;
+      if (!ex.events.every((e) => e.id === ex.cursor && e.meaning.t === 'empty')) continue;
+      const cursor = decodeEventId(ex.cursor);
+      if (!cursor.ok) continue;
+      const ended = ex.endedAt ?? ex.startedAt;
+      const next = list.slice(i + 1).find((x) => x.method === 'GET' && x.startedAt >= ended && (x.sessionId ?? '') === (ex.sessionId ?? ''));
+      if (next === undefined || next.cursor !== undefined || next.startedAt - ended > 3_000) continue;
+      const session = ex.sessionId ?? '';
+      const key = `${session}/${cursor.value.stream}`;
+      const add = (kind: string, detail: string): void => {
+        const list2 = byStream.get(key) ?? [];
+        if (list2.length === 0) byStream.set(key, list2);
+        list2.push({ kind, exchange: ex, detail });
+      };
+      if (cursor.value.stream !== '0') {
+        const group = groups.get(key);
+        const resumedLater = group?.exchanges.some((x) => x.n > ex.n && x.cursor !== undefined) ?? false;
+        if (resumedLater) {
+          bump(counts, 'post stream, resumed later anyway');
+          continue;
+        }
+        bump(counts, 'post stream never resumed again');
+        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client's next GET (#${next.n}) carried no Last-Event-ID and the stream was never resumed again`);
+        continue;
+      }
+      const head = next.events.find((e) => e.id !== undefined)?.id;
+      const headSeq = head === undefined ? undefined : decodeEventId(head);
+      if (headSeq?.ok !== true) {
+        bump(counts, 'get stream, restart not observed');
+        continue;
+      }
+      const skipped = (log.get(key) ?? []).filter((r) => r.kind === 'event' && r.seq > cursor.value.seq && r.seq <= headSeq.value.seq).length;
+      if (skipped === 0) {
+        bump(counts, 'get stream restarted from the head, nothing skipped');
+        continue;
+      }
+      bump(counts, 'get stream restarted from the head, events skipped');
+      add('gap_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client reopened the GET stream without Last-Event-ID (#${next.n}) at ${head}, skipping ${skipped} logged event(s)`);
+    }
+  }
+  return { byStream, counts };
+}
+
+/** Exchanges by the stream they carried (from the cursor, or the first decodable id). */
+export function groupByStream(exchanges: readonly Exchange[], violations: Violation[] = []): Map<string, StreamGroup> {
+  const groups = new Map<string, StreamGroup>();
+  for (const ex of exchanges) {
+    const session = ex.sessionId ?? ex.answeredSession;
+    if (session === undefined) continue;
+    let stream: string | undefined;
+    if (ex.cursor !== undefined) {
+      const c = decodeEventId(ex.cursor);
+      if (c.ok) stream = c.value.stream;
+    }
+    if (stream === undefined) {
+      for (const e of ex.events) {
+        const d = e.id === undefined ? undefined : decodeEventId(e.id);
+        if (d?.ok === true) {
+          stream = d.value.stream;
+          break;
+        }
+      }
+    }
+    if (stream === undefined) {
+      if (ex.events.some((e) => e.hasData && e.id === undefined)) {
+        violations.push({ kind: 'silent_fallback', client: ex.client, session, stream: '?', exchange: ex.n, cursor: ex.cursor, eventId: undefined, expected: undefined, detail: 'an SSE answer whose events carry no ids' });
+      }
+      continue;
+    }
+    const key = `${session}/${stream}`;
+    let group = groups.get(key);
+    if (group === undefined) {
+      group = { key, session, stream, exchanges: [] };
+      groups.set(key, group);
+    }
+    group.exchanges.push(ex);
+  }
+  return groups;
+}
+
+function logIndex(tapped: readonly LogRecord[] | undefined, page: readonly LogRecord[] | undefined): Map<number, { record: LogRecord; source: 'tap' | 'page'; epoch: string }> {
+  const out = new Map<number, { record: LogRecord; source: 'tap' | 'page'; epoch: string }>();
+  for (const record of tapped ?? []) if (!out.has(record.seq)) out.set(record.seq, { record, source: 'tap', epoch: record.epoch });
+  for (const record of page ?? []) if (!out.has(record.seq)) out.set(record.seq, { record, source: 'page', epoch: record.epoch });
+  return out;
+}
+
+/** The log's own invariants per stream: seq 1, 2, 3… with prev = the previous pos, one epoch, the end last. */
+function logChecks(key: string, records: readonly LogRecord[], out: Violation[], purged: ReadonlySet<number>, verification: { tapGaps: number }): void {
+  const [session = '', stream = ''] = key.split('/');
+  const anomaly = (kind: string, r: LogRecord, detail: string): void => {
+    out.push({ kind, client: '-', session, stream, exchange: undefined, cursor: undefined, eventId: `${r.epoch}-${stream}-${r.seq}-${r.pos}`, expected: undefined, detail });
+  };
+  let prev: LogRecord | undefined;
+  for (const r of records) {
+    if (prev === undefined) {
+      if (r.seq !== 1 || r.prev !== 0) anomaly('log_chain', r, `the first stored event is seq ${r.seq} prev ${r.prev}`);
+    } else if (r.seq > prev.seq + 1 && r.prev !== prev.pos && purged.has(r.prev)) {
+      // The tap missed the event at r.prev (a delivery lost while it reconnected)
+      // and the session was purged before it could look it up: its copy has a
+      // hole, the log had none (the event chains exactly to the missing one).
+      verification.tapGaps += 1;
+    } else {
+      if (r.seq !== prev.seq + 1) anomaly(r.seq <= prev.seq ? 'log_fork' : 'log_gap', r, `seq ${r.seq} stored after seq ${prev.seq}`);
+      if (r.prev !== prev.pos) anomaly('log_chain', r, `prev ${r.prev}, the previous event is at ${prev.pos}`);
+      if (r.epoch !== prev.epoch) anomaly('log_fork', r, `epoch ${r.epoch} after ${prev.epoch}`);
+      if (prev.kind === 'end') anomaly('log_after_end', r, 'an event stored after the end marker');
+    }
+    prev = r;
+  }
+}
+
+type Report = (kind: string, ex: Exchange | undefined, eventId: string | undefined, expected: string | undefined, detail: string) => void;
+
+/** Progress 1, 2, 3… without repeats or holes; one response per request. */
+function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report): void {
+  const progress = new Map<string, number>();
+  const responses = new Map<string, string>();
+  let lastLog = 0;
+  for (const { id, event, exchange } of ordered) {
+    const m: Meaning = event.meaning;
+    if (m.t === 'progress') {
+      const last = progress.get(m.token) ?? 0;
+      if (m.progress !== last + 1) v(m.progress <= last ? 'payload_duplicate' : 'payload_gap', exchange, id, String(last + 1), `progress ${m.progress} after ${last}`);
+      progress.set(m.token, m.progress);
+    } else if (m.t === 'response') {
+      const earlier = responses.get(m.id);
+      if (earlier !== undefined) v('double_response', exchange, id, undefined, `a second response for request ${m.id} (first at ${earlier})`);
+      responses.set(m.id, id);
+    } else if (m.t === 'log' && group.stream === '0') {
+      // Each notify call sends 1, 2, 3…; a new call starts again at 1. Holes are
+      // the upstream's (it drops messages while no GET is open); repeats are not.
+      if (m.seq !== 1 && m.seq <= lastLog) v('payload_duplicate', exchange, id, String(lastLog + 1), `logging message ${m.seq} after ${lastLog}`);
+      lastLog = m.seq;
+    }
+  }
+  if (opening?.tool === 'stream_progress' && opening.rpcId !== undefined) {
+    const response = ordered.find((e) => e.event.meaning.t === 'response' && e.event.meaning.id === opening.rpcId)?.event.meaning;
+    if (response?.t === 'response' && response.ok) {
+      const got = [...progress.values()][0] ?? 0;
+      if (got !== opening.count || response.text !== `done ${opening.count}`) v('incomplete_result', opening.exchange, undefined, String(opening.count), `result "${response.text}" after ${got} progress events`);
+    }
+  }
+}
+
+function classify(
+  group: StreamGroup,
+  opening: Opening | undefined,
+  ordered: readonly { event: DeliveredEvent }[],
+  call: CallOutcome | undefined,
+  found: readonly Violation[],
+): { cls: StreamClass; reason: string | undefined } {
+  if (found.length > 0) return { cls: 'violation', reason: [...new Set(found.map((f) => f.kind))].join(',') };
+  if (group.stream === '0') return { cls: 'open', reason: undefined };
+  const rpcId = opening?.rpcId;
+  const response = ordered.map((e) => e.event.meaning).find((m): m is Meaning & { t: 'response' } => m.t === 'response' && (rpcId === undefined || m.id === rpcId));
+  if (response !== undefined) {
+    if (response.ok) return { cls: 'complete', reason: undefined };
+    return { cls: 'explicit', reason: `rpc_error ${response.code ?? '?'}${response.tether === undefined ? '' : ` ${response.tether}`}` };
+  }
+  // No response delivered: how did it end? The last refusal the client got, or what the application saw.
+  const refusal = [...group.exchanges].reverse().find((ex) => ex.cursor !== undefined && ex.status !== undefined && ex.status >= 400 && ex.status < 500 && ex.status !== 429 && ex.status !== 409);
+  if (refusal !== undefined) return { cls: 'explicit', reason: `refused ${refusal.status} ${refusal.verdict ?? refusal.bodyError?.verdict ?? 'no-verdict'}` };
+  if (call?.outcome === 'guard') {
+    // The guard fails a call for a refusal it passed on, or for a violation (counted from its own report).
+    return call.detail?.startsWith('explicit_refusal') === true
+      ? { cls: 'explicit', reason: `guard refusal ${call.verdict ?? '?'}` }
+      : { cls: 'violation', reason: `guard_${call.detail?.split(':')[0] ?? '?'}` };
+  }
+  if (call?.outcome === 'ended_without_response') return { cls: 'violation', reason: 'ended_without_response' };
+  // A client still trying when its call ended is unfinished; one that had stopped asking long before is stalled.
+  const lastActivity = Math.max(...group.exchanges.map((ex) => ex.endedAt ?? ex.startedAt));
+  const stalled = call !== undefined && call.at - lastActivity > 5_000;
+  return { cls: 'unfinished', reason: `${call?.outcome ?? 'no-outcome'}${stalled ? ' (stalled: no request for the stream in its last 5s)' : ''}` };
+}
+
+/** Counts for the summary. */
+export function tally(result: CheckResult): { streams: Record<string, number>; explicit: Record<string, number>; unfinished: Record<string, number>; violations: Record<string, number>; logAnomalies: Record<string, number> } {
+  const streams: Record<string, number> = {};
+  const explicit: Record<string, number> = {};
+  const unfinished: Record<string, number> = {};
+  for (const s of result.streams) {
+    bump(streams, s.cls);
+    if (s.cls === 'explicit') bump(explicit, s.reason ?? '?');
+    if (s.cls === 'unfinished') bump(unfinished, s.reason ?? '?');
+  }
+  const violations: Record<string, number> = {};
+  for (const v of result.violations) bump(violations, v.kind);
+  const logAnomalies: Record<string, number> = {};
+  for (const a of result.logAnomalies) bump(logAnomalies, a.kind);
+  return { streams, explicit, unfinished, violations, logAnomalies };
+}
+
+/** `1..40` for a clean run, else the values with their irregularities. */
+function summarize(values: readonly number[]): string {
+  const parts: string[] = [];
+  let start = values[0];
+  let prev = values[0];
+  for (const v of [...values.slice(1), Number.NaN]) {
+    if (prev !== undefined && v === prev + 1) {
+      prev = v;
+      continue;
+    }
+    if (start !== undefined) parts.push(start === prev ? `${start}` : `${start}..${prev}`);
+    start = v;
+    prev = v;
+  }
+  return `[${parts.join(', ')}]`;
+}
