@@ -2,7 +2,9 @@
  * Figure 4: gateway RSS per idle SSE stream. For each level, sessions are
  * initialized first (unmeasured), the gateway's VmRSS is read once it
  * settles, then one idle GET stream per session is opened and VmRSS is read
- * again: (after − before) / streams.
+ * again: (after − before) / streams. At both points the gateway's full GCs
+ * are also forced (inspector) and RSS and V8 heap use read again, since a
+ * settled RSS mostly says when V8 last collected.
  *
  * One stream per session, because that is all a session can hold: a GET
  * stream (fresh, or resumed with `Last-Event-ID`) publishes `superseded` for
@@ -34,12 +36,13 @@ export interface IdleLevel {
   readonly perStreamKiB: number;
   readonly initSeconds: number;
   readonly openSeconds: number;
-  /** GETs that failed to open, and streams the gateway ended before RSS was read (both must be 0). */
+  /** GETs that failed to open (so far; they lower the level reached). */
   readonly failed: number;
   /** Why GETs failed: message → count (the gateway's status, or our timeout). */
   readonly failures: Record<string, number>;
+  /** Streams the gateway ended before RSS was read (so far): must be 0, or the level is not idle streams. */
   readonly closedEarly: number;
-  /** Initializes that failed once and were retried (the gateway answered 502/503), and that failed for good. */
+  /** Initializes that failed and were retried (a loaded gateway answering 502/503); a third failure ends the run. */
   readonly initRetries: number;
   /**
    * The same two points after forcing full GCs in the gateway (inspector
