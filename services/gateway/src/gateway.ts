@@ -105,13 +105,17 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
   });
 
   const stopWriters = async (timeoutMs: number): Promise<void> => {
-    const writers = local.writers;
-    // The GET listeners stop now: the next GET on another instance takes the
-    // lease and resumes the upstream from the last recorded id.
-    for (const w of writers) if (w.stream === '0') w.abort.abort('stopped');
-    const pending = Promise.allSettled(writers.map((w) => w.done));
-    const timer = new Promise((resolve) => setTimeout(resolve, timeoutMs).unref());
-    await Promise.race([pending, timer]);
+    // GET listeners stop at once: the next GET on another instance takes the
+    // lease and resumes the upstream from the last recorded id. POST pumps
+    // may finish their streams until the timeout, including pumps that
+    // started after the drain began (their POST was already waiting on the
+    // upstream); whatever is left then is stopped and taken over elsewhere.
+    const deadline = Date.now() + timeoutMs;
+    while (local.writers.length > 0 && Date.now() < deadline) {
+      for (const w of local.writers) if (w.stream === '0') w.abort.abort('stopped');
+      const timer = new Promise((resolve) => setTimeout(resolve, deadline - Date.now()).unref());
+      await Promise.race([Promise.allSettled(local.writers.map((w) => w.done)), timer]);
+    }
     for (const w of local.writers) w.abort.abort('stopped');
     await Promise.race([Promise.allSettled(local.writers.map((w) => w.done)), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
   };

@@ -49,10 +49,13 @@ export function runPump(
   protocolVersion: string | undefined,
 ): void {
   const { sessionId } = session;
-  const keeper = keepLease(ctx.log, lease, ctx.config.leaseTtlMs, () => abort.abort('stopped'));
+  const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
+  const keeper = keepLease(ctx.log, lease, ctx.config.leaseTtlMs, (err) => {
+    logger.warn({ err: (err as Error).message }, 'lost the writer lease: stopping the pump');
+    abort.abort('stopped');
+  });
   const deadline = setTimeout(() => abort.abort('deadline'), ctx.config.requestDeadlineMs);
   deadline.unref();
-  const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
   const span = ctx.tracer.startSpan('tether.record', { attributes: { 'tether.stream': stream, 'tether.instance': ctx.config.instanceId } });
   const counters = { appended: 0 };
   const traceparent = traceparentOf(trace.setSpan(context.active(), span));

@@ -125,6 +125,10 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       }
       if (body === undefined && !options.endless) return await finish('abandoned');
     }
+    // Stopped (drain, lease lost) right after the last owed response was
+    // recorded: the stream is whole, so say so now; left without its end, a
+    // takeover elsewhere would have to work that out from the log.
+    if (!options.endless && outstanding.size === 0) return await finish('complete');
     if (signal.aborted && signal.reason === 'deadline') return await finish('deadline');
     return signal.aborted ? 'stopped' : 'abandoned';
   } catch (err) {
@@ -136,7 +140,7 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
 }
 
 /** JSON-encoded ids of the responses in one SSE data payload (a message or a batch). */
-function responseIds(data: string): string[] {
+export function responseIds(data: string): string[] {
   let value: unknown;
   try {
     value = JSON.parse(data);

@@ -2,7 +2,11 @@ import { isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import type { GatewayContext } from '../context.js';
 import { reopenUpstream, runPump } from './post-stream.js';
+import { responseIds } from './pump.js';
 import type { StreamOpening } from './post-stream.js';
+
+/** Events read per page while working out what an orphaned stream still owes. */
+const TAKEOVER_PAGE = 256;
 
 /**
  * A client resumes a POST stream that is still open. If its writer is alive
@@ -10,7 +14,8 @@ import type { StreamOpening } from './post-stream.js';
  * writer died, this instance takes the lease and performs the nested resume:
  * GET to the upstream with the last recorded upstream event id. When the
  * upstream cannot resume, the stream is ended as `abandoned`, with a
- * JSON-RPC error for each request it still owed.
+ * JSON-RPC error for each request it still owed. A stream whose responses
+ * are all recorded is ended `complete` without asking the upstream.
  */
 export async function takeOverIfOrphaned(
   ctx: GatewayContext,
@@ -30,8 +35,18 @@ export async function takeOverIfOrphaned(
     throw err;
   }
   ctx.metrics.leaseTakeovers.add(1, { stream: 'post' });
-  const [opening] = await ctx.log.readPage(sessionId, stream, 0, 1);
-  const outstanding = new Set(parseOpening(opening?.payload).requests);
+  const outstanding = await owedRequests(ctx, sessionId, stream, head.seq);
+  if (outstanding.size === 0) {
+    // The dead writer recorded every response but not the end marker (killed
+    // between the two appends): the stream is complete, not abandoned.
+    try {
+      await ctx.log.append(sessionId, stream, 'end', new Uint8Array(), { endReason: 'complete' });
+    } finally {
+      await ctx.log.releaseLease(lease).catch(() => undefined);
+    }
+    ctx.logger.info({ sessionId, stream }, 'took over an orphaned stream that owed nothing: ended it complete');
+    return 'ended';
+  }
   const abort = new AbortController();
   const body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, protocolVersion, abort.signal).catch(() => undefined);
   ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
@@ -40,6 +55,25 @@ export async function takeOverIfOrphaned(
   runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, lease, protocolVersion);
   if (body === undefined) await ctx.local.writer(sessionId, stream)?.done;
   return body === undefined ? 'abandoned' : 'resumed_upstream';
+}
+
+/**
+ * The requests a stream still owes: those its opening `prime` names, less the
+ * responses already recorded. Reads the stream up to `headSeq`, page by page.
+ */
+async function owedRequests(ctx: GatewayContext, sessionId: string, stream: string, headSeq: number): Promise<Set<string>> {
+  const [opening] = await ctx.log.readPage(sessionId, stream, 0, 1);
+  const owed = new Set(parseOpening(opening?.payload).requests);
+  let after = 1;
+  while (owed.size > 0 && after < headSeq) {
+    const page = await ctx.log.readPage(sessionId, stream, after, TAKEOVER_PAGE);
+    if (page.length === 0) break;
+    for (const event of page) {
+      if (event.kind === 'event') for (const id of responseIds(Buffer.from(event.payload).toString('utf8'))) owed.delete(id);
+    }
+    after = page[page.length - 1]!.seq;
+  }
+  return owed;
 }
 
 function parseOpening(payload: Uint8Array | undefined): StreamOpening {

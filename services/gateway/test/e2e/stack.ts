@@ -18,6 +18,8 @@ export interface GatewayProcess {
 export interface Stack {
   readonly mode: LogMode;
   readonly nats: NatsServer;
+  /** The JetStream stream holding the log (unique per stack). */
+  readonly logStream: string;
   readonly upstream: McpUpstream;
   readonly gateways: GatewayProcess[];
   readonly proxy: RoundRobinProxy;
@@ -98,6 +100,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return {
     mode,
     nats,
+    logStream: tag,
     upstream,
     gateways,
     proxy,

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { SessionLog } from '@tether/session-log';
 import { connectSdkClient, UpstreamTools } from '@tether/testing';
+import { initialize, request } from './raw-client.js';
 import { startStack } from './stack.js';
 import type { Stack } from './stack.js';
 
@@ -55,4 +57,38 @@ describe('the pumping gateway is killed with SIGKILL mid-stream', () => {
     expect(progress).toEqual(Array.from({ length: progress.length }, (_, i) => i + 1));
     expect(progress.length).toBeGreaterThanOrEqual(80);
   });
+});
+
+describe('the pumping gateway dies after recording the last response, before the end marker', () => {
+  // What a SIGKILL between the two appends leaves: written here with the
+  // library exactly as the pump writes it, with no lease held, so the test
+  // does not depend on when a kill lands.
+  for (const resumeFrom of ['progress', 'result'] as const) {
+    it(`a resume from the ${resumeFrom} gets the response once and the takeover ends the stream complete`, async () => {
+      stack = await startStack({ gateways: 2, eventStore: false });
+      const sessionId = await initialize(stack.url);
+      const log = await SessionLog.create({ servers: stack.nats.url, streamName: stack.logStream });
+      try {
+        const stream = log.newStreamId();
+        const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+        await log.append(sessionId, stream, 'prime', json({ requests: ['5'] }));
+        const progress = await log.append(sessionId, stream, 'event', json({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p5', progress: 1, total: 1 } }));
+        const result = await log.append(sessionId, stream, 'event', json({ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'done 1' }] } }));
+        const cursor = resumeFrom === 'progress' ? progress.id : result.id;
+
+        const res = await request(stack.url, { method: 'GET', sessionId, lastEventId: cursor });
+        expect(res.status).toBe(200);
+        const delivered = [];
+        for await (const m of res.messages) delivered.push({ id: m.id, data: m.data });
+        // The priming echo of the cursor, then what follows it: the result at most, never an error for request 5.
+        const expected = resumeFrom === 'progress' ? [{ id: cursor, data: '' }, { id: result.id, data: JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'done 1' }] } }) }] : [{ id: cursor, data: '' }];
+        expect(delivered).toEqual(expected);
+        const tail = await log.readPage(sessionId, stream, 3, 10);
+        expect(tail.map((e) => [e.kind, e.endReason])).toEqual([['end', 'complete']]);
+        expect((await log.getSession(sessionId))?.state).toBe('active');
+      } finally {
+        await log.close();
+      }
+    });
+  }
 });
