@@ -10,8 +10,12 @@ describe('chaos: 35 s under faults, a 3-node NATS cluster, three gateways behind
   it('every stream is complete or ends with an explicit verdict; no silent violation', async () => {
     const report = await runChaos({ durationMs: 35_000, clients: 5, seed: 7, settleMs: 10_000, readPageBudgetMs: 5_000, load: { callTimeoutMs: 15_000 } });
     const summary = formatSummary(report, 'test/chaos/chaos.e2e.test.ts (seed 7, 35s, 5 clients)');
+    const faults = Object.values(report.faults).reduce((a, b) => a + b, 0);
+    process.stdout.write(`chaos: ${report.streams.total} streams, ${report.resumes.total} resumes, ${faults} faults, ${report.silentViolations.total} silent violations (${(report.wallMs / 1000).toFixed(0)} s)\n`);
     for (const kind of Object.values(FaultKind)) expect(report.faults[kind], `${kind} never fired\n${summary}`).toBeGreaterThan(0);
     expect(report.faults['client_abort'], summary).toBeGreaterThan(0);
+    // Resumes broken right after their priming event: the client must keep its cursor.
+    expect(report.faults['cut_after_priming'], summary).toBeGreaterThan(0);
     // The run did real work: streams completed and resumes were served.
     expect(report.streams['complete'] ?? 0, summary).toBeGreaterThan(20);
     expect(report.resumes.byOutcome['200 resumed'] ?? 0, summary).toBeGreaterThan(20);

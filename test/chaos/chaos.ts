@@ -104,9 +104,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       names.push(name);
       clients.push(sdk ? new SdkClientRunner(ctx, name, route, rng.fork(i)) : new RawClient(ctx, name, route, rng.fork(i)));
     }
-    // Faults from 10% of the run to its last stretch, which stays calm so streams can finish.
+    // Faults from 10% of the run (15 s at most) to its last stretch, which stays calm so streams can finish.
     const quiet = Math.min(options.durationMs * 0.15, 8_000);
-    const plan = planFaults(rng.fork(1_000_003), options.durationMs * 0.1, options.durationMs - quiet, options.meanFaultGapMs ?? 4_000);
+    const plan = planFaults(rng.fork(1_000_003), Math.min(options.durationMs * 0.1, 15_000), options.durationMs - quiet, options.meanFaultGapMs ?? 4_000);
     say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed})`);
     const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say }, t0, faultStop.signal);
     const progress = setInterval(() => {

@@ -24,6 +24,7 @@ import type { LogRecord } from './log-tap.js';
 import type { CallOutcome, DeliveredEvent, Exchange, GuardViolation } from './record.js';
 import { bump } from './util.js';
 import type { Meaning } from './util.js';
+import { cursorLosses } from './cursor-loss.js';
 
 export type StreamClass = 'complete' | 'explicit' | 'violation' | 'open' | 'unfinished';
 
@@ -60,10 +61,8 @@ export interface CheckInput {
   /** The log as `readPage` reads it now, for streams of sessions still alive (key `<session>/<stream>`). */
   readonly pages: ReadonlyMap<string, readonly LogRecord[]>;
   /** Log positions the tap missed and that were purged before it could read them. */
-  readonly purged: ReadonlyPositions;
+  readonly purged: ReadonlySet<number>;
 }
-
-type ReadonlyPositions = ReadonlySet<number>;
 
 export interface CheckResult {
   readonly streams: StreamReport[];
@@ -269,76 +268,6 @@ export function check(input: CheckInput): CheckResult {
   return { streams, violations, logAnomalies, cursorLosses: losses.counts, verification };
 }
 
-/**
- * A resumed response that broke (network error, cut) after delivering only
- * its priming event, the cursor echoed back, and after which the SDK client
- * reconnected *without* `Last-Event-ID`: the client lost its cursor. The
- * gateway echoes the cursor precisely so the SDK keeps it (it only keeps ids
- * seen on the current response); if the echo never reached the SDK, a POST
- * stream is never resumed again (its request waits for its timeout, with no
- * verdict) and the GET stream restarts from the head (events recorded in
- * between never reach the application). Those two are violations; a GET
- * restart that happened to skip nothing is only counted.
- */
-function cursorLosses(
-  exchanges: readonly Exchange[],
-  groups: ReadonlyMap<string, StreamGroup>,
-  log: ReadonlyMap<string, readonly LogRecord[]>,
-): { byStream: Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>; counts: Record<string, number> } {
-  const byStream = new Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>();
-  const counts: Record<string, number> = {};
-  const byClient = new Map<string, Exchange[]>();
-  for (const ex of exchanges) {
-    if (ex.clientKind !== 'sdk') continue;
-    const list = byClient.get(ex.client) ?? [];
-    if (list.length === 0) byClient.set(ex.client, list);
-    list.push(ex);
-  }
-  for (const list of byClient.values()) {
-    for (const [i, ex] of list.entries()) {
-      if (ex.method !== 'GET' || ex.cursor === undefined || (ex.end !== 'broken' && ex.end !== 'cut') || ex.status !== 200) continue;
-      if (!ex.events.every((e) => e.id === ex.cursor && e.meaning.t === 'empty')) continue;
-      const cursor = decodeEventId(ex.cursor);
-      if (!cursor.ok) continue;
-      const ended = ex.endedAt ?? ex.startedAt;
-      const next = list.slice(i + 1).find((x) => x.method === 'GET' && x.startedAt >= ended && (x.sessionId ?? '') === (ex.sessionId ?? ''));
-      if (next === undefined || next.cursor !== undefined || next.startedAt - ended > 3_000) continue;
-      const session = ex.sessionId ?? '';
-      const key = `${session}/${cursor.value.stream}`;
-      const add = (kind: string, detail: string): void => {
-        const list2 = byStream.get(key) ?? [];
-        if (list2.length === 0) byStream.set(key, list2);
-        list2.push({ kind, exchange: ex, detail });
-      };
-      if (cursor.value.stream !== '0') {
-        const group = groups.get(key);
-        const resumedLater = group?.exchanges.some((x) => x.n > ex.n && x.cursor !== undefined) ?? false;
-        if (resumedLater) {
-          bump(counts, 'post stream, resumed later anyway');
-          continue;
-        }
-        bump(counts, 'post stream never resumed again');
-        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client's next GET (#${next.n}) carried no Last-Event-ID and the stream was never resumed again`);
-        continue;
-      }
-      const head = next.events.find((e) => e.id !== undefined)?.id;
-      const headSeq = head === undefined ? undefined : decodeEventId(head);
-      if (headSeq?.ok !== true) {
-        bump(counts, 'get stream, restart not observed');
-        continue;
-      }
-      const skipped = (log.get(key) ?? []).filter((r) => r.kind === 'event' && r.seq > cursor.value.seq && r.seq <= headSeq.value.seq).length;
-      if (skipped === 0) {
-        bump(counts, 'get stream restarted from the head, nothing skipped');
-        continue;
-      }
-      bump(counts, 'get stream restarted from the head, events skipped');
-      add('gap_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client reopened the GET stream without Last-Event-ID (#${next.n}) at ${head}, skipping ${skipped} logged event(s)`);
-    }
-  }
-  return { byStream, counts };
-}
-
 /** Exchanges by the stream they carried (from the cursor, or the first decodable id). */
 export function groupByStream(exchanges: readonly Exchange[], violations: Violation[] = []): Map<string, StreamGroup> {
   const groups = new Map<string, StreamGroup>();
@@ -392,7 +321,9 @@ function logChecks(key: string, records: readonly LogRecord[], out: Violation[],
   let prev: LogRecord | undefined;
   for (const r of records) {
     if (prev === undefined) {
-      if (r.seq !== 1 || r.prev !== 0) anomaly('log_chain', r, `the first stored event is seq ${r.seq} prev ${r.prev}`);
+      // A first event the tap missed and could not look up any more (purged): a hole in its copy only.
+      if (r.seq > 1 && purged.has(r.prev)) verification.tapGaps += 1;
+      else if (r.seq !== 1 || r.prev !== 0) anomaly('log_chain', r, `the first stored event is seq ${r.seq} prev ${r.prev}`);
     } else if (r.seq > prev.seq + 1 && r.prev !== prev.pos && purged.has(r.prev)) {
       // The tap missed the event at r.prev (a delivery lost while it reconnected)
       // and the session was purged before it could look it up: its copy has a
@@ -460,10 +391,11 @@ function classify(
   const refusal = [...group.exchanges].reverse().find((ex) => ex.cursor !== undefined && ex.status !== undefined && ex.status >= 400 && ex.status < 500 && ex.status !== 429 && ex.status !== 409);
   if (refusal !== undefined) return { cls: 'explicit', reason: `refused ${refusal.status} ${refusal.verdict ?? refusal.bodyError?.verdict ?? 'no-verdict'}` };
   if (call?.outcome === 'guard') {
-    // The guard fails a call for a refusal it passed on, or for a violation (counted from its own report).
-    return call.detail?.startsWith('explicit_refusal') === true
-      ? { cls: 'explicit', reason: `guard refusal ${call.verdict ?? '?'}` }
-      : { cls: 'violation', reason: `guard_${call.detail?.split(':')[0] ?? '?'}` };
+    // The guard fails a call for a refusal it passed on, for a stream of a
+    // session it replaced after one, or for a violation (counted from its own report).
+    if (call.detail?.startsWith('explicit_refusal') === true) return { cls: 'explicit', reason: `guard refusal ${call.verdict ?? '?'}` };
+    if (call.detail?.startsWith('session_replaced') === true) return { cls: 'explicit', reason: 'guard session_replaced' };
+    return { cls: 'violation', reason: `guard_${call.detail?.split(':')[0] ?? '?'}` };
   }
   if (call?.outcome === 'ended_without_response') return { cls: 'violation', reason: 'ended_without_response' };
   // A client still trying when its call ended is unfinished; one that had stopped asking long before is stalled.

@@ -22,6 +22,8 @@ export const FaultKind = {
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind];
 
 const ALL_KINDS: readonly FaultKind[] = Object.values(FaultKind);
+/** Spacing of the first pass (every kind once) in a long run. */
+const FIRST_PASS_STEP_MS = 8_000;
 /** How often each kind is drawn after the first pass. */
 const WEIGHTS: Readonly<Record<FaultKind, number>> = {
   gateway_sigkill: 3,
@@ -52,12 +54,13 @@ export interface FaultRecord {
 }
 
 /**
- * Plans faults over `[startMs, endMs]` of the run: every kind once in the
- * first 60% of the window, then one every `meanGapMs` on average.
+ * Plans faults over `[startMs, endMs]` of the run: every kind once, about
+ * 8 s apart (closer in a short run: within the first 60% of the window),
+ * then one every `meanGapMs` on average until the end.
  */
 export function planFaults(rng: Rng, startMs: number, endMs: number, meanGapMs: number): PlannedFault[] {
   const plan: PlannedFault[] = [];
-  const firstPassEnd = startMs + (endMs - startMs) * 0.6;
+  const firstPassEnd = startMs + Math.min((endMs - startMs) * 0.6, ALL_KINDS.length * FIRST_PASS_STEP_MS);
   const kinds = [...ALL_KINDS];
   for (let i = kinds.length - 1; i > 0; i -= 1) {
     const j = rng.int(0, i);

@@ -18,6 +18,7 @@ import { sleep } from './util.js';
 import type { Rng } from './util.js';
 
 const STANDALONE_CHANCE = 0.1;
+const FIRST_PRIMING_CUTS = 3;
 
 export class SdkClientRunner {
   readonly name: string;
@@ -168,11 +169,11 @@ export class SdkClientRunner {
       exchange.endedAt = Date.now();
       return new Response(res.status === 204 || res.status === 202 ? null : text, { status: res.status, statusText: res.statusText, headers: res.headers });
     }
-    // One resume of a POST stream per client (and a few more at random) breaks
-    // right after its first event, the priming event that echoes the cursor:
-    // the client must still hold its cursor afterwards.
+    // The first resumes of POST streams of each client (and a few more at random)
+    // break right after their first event, the priming event that echoes the
+    // cursor: the client must still hold its cursor afterwards.
     const postResume = exchange.cursor !== undefined && !exchange.cursor.includes('-0-');
-    if (postResume && (this.#primingCuts === 0 || this.#rng.chance(0.05))) {
+    if (postResume && (this.#primingCuts < FIRST_PRIMING_CUTS || this.#rng.chance(0.05))) {
       this.#primingCuts += 1;
       return new Response(this.#tapBody(res.body, exchange, 1, 0, 'cut_after_priming'), { status: res.status, statusText: res.statusText, headers: res.headers });
     }

@@ -49,6 +49,12 @@ export interface ResumeViolationFields {
 export const ResumeGuardErrorCode = {
   /** Opening a replacement session failed: the initialize POST or its `initialized` notification was refused. */
   reinitializeFailed: 'reinitialize_failed',
+  /**
+   * A resume named a stream of a session the guard has since replaced (the
+   * server refused or lost it): its pending requests are failed locally and
+   * the cursor never reaches the server, where it would name another log.
+   */
+  sessionReplaced: 'session_replaced',
 } as const;
 export type ResumeGuardErrorCode = (typeof ResumeGuardErrorCode)[keyof typeof ResumeGuardErrorCode];
 

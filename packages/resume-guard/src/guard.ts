@@ -2,7 +2,7 @@ import { HttpHeader, ResumeVerdict, encodeSseEvent } from '@tether/protocol';
 import { guardBody } from './body.js';
 import { StreamCheck } from './check.js';
 import type { StreamFinding } from './check.js';
-import { ResumeViolationCode, ResumeViolationError } from './errors.js';
+import { ResumeGuardErrorCode, ResumeViolationCode, ResumeViolationError } from './errors.js';
 import { initHeaders, openSession } from './reinit.js';
 import { inspectRpcBody } from './rpc.js';
 import type { JsonRpcId } from './rpc.js';
@@ -117,7 +117,8 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     entry.dead = true;
     report(err);
     if (auto) await reinitialize(session, err);
-    const replacement = entry.requestIds.length > 0 ? errorEvents(entry.requestIds, err) : undefined;
+    const replacement = entry.requestIds.length > 0 ? errorEvents(entry.requestIds, err.message, err.toJSON()) : undefined;
+    if (replacement !== undefined) entry.failed = true;
     return { replacement, error: err };
   };
 
@@ -137,6 +138,8 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
       session.indexIds(entry, [cursor]);
     }
     const header = res.headers.get(HttpHeader.tetherResume) ?? undefined;
+    // 409, 429, 5xx: may pass on a retry, which the client does itself.
+    if (!res.ok && !REFUSAL_STATUSES.has(res.status)) return res;
     if (REFUSAL_STATUSES.has(res.status) || (header !== undefined && header !== ResumeVerdict.resumed)) {
       const body = await readRefusal(res);
       const verdict = header ?? body.verdict;
@@ -149,7 +152,6 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
       if (replacement !== undefined) return sseResponse(replacement, table.resolve(session.id));
       return new Response(body.text, { status: res.status, statusText: res.statusText, headers: res.headers });
     }
-    if (!res.ok) return res; // 409, 429, 5xx: may pass on a retry, which the client does itself
     if (mediaTypeOf(res.headers.get('content-type')) !== MediaType.sse || res.body === null) {
       await res.body?.cancel();
       const err = new ResumeViolationError(
@@ -163,18 +165,34 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     return guardStream(res, session, entry, new StreamCheck(entry.history, { cursor }), url, cursor);
   };
 
+  /**
+   * A resume that must not reach the server: its stream failed already, or
+   * its cursor names events of a session the guard replaced. Sent to the new
+   * session, such a cursor names another log: the server refuses it and, as
+   * it should, ends the session, a healthy one this time. The SDK sends one
+   * because it keeps a reconnection loop per stream, with the cursor it had.
+   */
+  const localRefusal = (sent: string, sid: string, cursor: string): LocalRefusal | undefined => {
+    if (sid === sent && !table.isRetired(sid)) {
+      const own = table.get(sid).streamOf(cursor);
+      if (own !== undefined) return own.dead ? { reason: 'failed', entry: own } : undefined;
+    }
+    const retired = table.retiredStreamOf(cursor);
+    if (retired !== undefined || sid !== sent || table.isRetired(sid)) {
+      return { reason: 'replaced', entry: retired?.entry, previousSessionId: retired?.sessionId ?? sent };
+    }
+    return undefined; // a cursor the guard never saw: the server judges it
+  };
+
   const guardedFetch = async (input: string | URL | Request, init?: RequestInit, retried = false): Promise<Response> => {
     const req = describe(input, init);
     const sent = req.headers.get(HttpHeader.sessionId) ?? undefined;
     const sid = sent === undefined ? undefined : table.resolve(sent);
     if (sid !== undefined && sid !== sent) req.headers.set(HttpHeader.sessionId, sid);
     const cursor = req.method === 'GET' ? (req.headers.get(HttpHeader.lastEventId) ?? undefined) : undefined;
-    if (cursor !== undefined && sid !== undefined) {
-      // A cursor of a replaced session names events of the old log: never ask
-      // the new session for it. A stream that failed is not resumed again.
-      if (sid !== sent || table.isRetired(sid) || table.get(sid).streamOf(cursor)?.dead === true) {
-        return refusedLocally(cursor, sid);
-      }
+    if (cursor !== undefined && sid !== undefined && sent !== undefined) {
+      const refusal = localRefusal(sent, sid, cursor);
+      if (refusal !== undefined) return refuseLocally(cursor, sid, refusal);
     }
     const rpc = req.method === 'POST' ? inspectRpcBody(req.body) : inspectRpcBody(undefined);
     const res = await base(req.request === undefined ? input : new Request(req.request, { ...init, headers: req.headers }), {
@@ -247,8 +265,8 @@ function findingError(f: StreamFinding, at: { sessionId: string; lastEventId: st
 }
 
 /** One SSE `message` event per pending request, carrying a JSON-RPC error. */
-function errorEvents(ids: readonly JsonRpcId[], err: ResumeViolationError): Uint8Array {
-  const error = { code: RESUME_VIOLATION_RPC_CODE, message: err.message, data: err.toJSON() };
+function errorEvents(ids: readonly JsonRpcId[], message: string, data: Record<string, unknown>): Uint8Array {
+  const error = { code: RESUME_VIOLATION_RPC_CODE, message, data };
   const text = ids.map((id) => encodeSseEvent({ event: 'message', data: JSON.stringify({ jsonrpc: '2.0', id, error }) })).join('');
   return new TextEncoder().encode(text);
 }
@@ -262,8 +280,32 @@ function failingSse(err: Error): Response {
   return new Response(body, { status: 200, headers: { 'content-type': MediaType.sse } });
 }
 
-function refusedLocally(cursor: string, sessionId: string): Response {
-  const error = { code: -32001, message: `resume-guard: the stream of ${cursor} was abandoned after a violation; start a new request` };
+interface LocalRefusal {
+  /** `failed`: the stream broke integrity before; `replaced`: its session was replaced. */
+  readonly reason: 'failed' | 'replaced';
+  /** The stream the cursor belongs to, when the guard remembers it. */
+  readonly entry: StreamEntry | undefined;
+  readonly previousSessionId?: string;
+}
+
+/**
+ * Answers a resume the guard will not send. Requests still pending on the
+ * stream fail now, once, as JSON-RPC errors (a 404 alone would leave them
+ * waiting for their timeout: the SDK only retries it); after that, a 404.
+ */
+function refuseLocally(cursor: string, sessionId: string, refusal: LocalRefusal): Response {
+  const message =
+    refusal.reason === 'failed'
+      ? `resume-guard: the stream of ${cursor} was abandoned after a violation; start a new request`
+      : `resume-guard: ${cursor} belongs to a session that was replaced; its requests cannot complete, start new ones`;
+  const entry = refusal.entry;
+  if (entry !== undefined && entry.requestIds.length > 0 && !entry.failed) {
+    entry.failed = true;
+    entry.dead = true;
+    const data = { code: refusal.reason === 'failed' ? ResumeViolationCode.explicitRefusal : ResumeGuardErrorCode.sessionReplaced, message, lastEventId: cursor, sessionId, ...(refusal.previousSessionId === undefined ? {} : { previousSessionId: refusal.previousSessionId }) };
+    return sseResponse(errorEvents(entry.requestIds, message, data), sessionId);
+  }
+  const error = { code: -32001, message };
   return new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error }), {
     status: 404,
     headers: { 'content-type': MediaType.json, [HttpHeader.sessionId]: sessionId },

@@ -16,6 +16,8 @@ export interface StreamEntry {
   readonly requestIds: readonly JsonRpcId[];
   /** Set after a violation: every later resume of this stream is refused without asking the server. */
   dead: boolean;
+  /** Its pending requests were failed for the client (once is enough). */
+  failed: boolean;
 }
 
 /** What the guard knows about one MCP session. */
@@ -38,7 +40,7 @@ export class SessionState {
   }
 
   newStream(requestIds: readonly JsonRpcId[]): StreamEntry {
-    return { history: new StreamHistory(this.#maxIds), requestIds, dead: false };
+    return { history: new StreamHistory(this.#maxIds), requestIds, dead: false, failed: false };
   }
 
   /** The stream that delivered `eventId`, if it is still remembered. */
@@ -61,6 +63,9 @@ export class SessionState {
   }
 }
 
+/** Retired sessions whose cursors are remembered (each holds at most `maxTrackedIds` ids). */
+const MAX_RETIRED_STATES = 16;
+
 /** Options of `SessionTable`. */
 export interface SessionTableOptions {
   /** Event ids remembered per session (and per stream). Default 10 000. */
@@ -78,6 +83,8 @@ export class SessionTable {
   readonly #sessions = new Map<string, SessionState>();
   readonly #aliases = new Map<string, string>();
   readonly #retired = new Set<string>();
+  /** What the guard knew of retired sessions, most recent last: their cursors must never reach a replacement. */
+  readonly #retiredStates = new Map<string, SessionState>();
   readonly #maxIds: number;
   readonly #maxSessions: number;
 
@@ -124,8 +131,30 @@ export class SessionTable {
   /** Retires `id` for good; with a replacement, later requests naming `id` go to it. */
   retire(id: string, replacement?: string): void {
     this.#retired.add(id);
+    const state = this.#sessions.get(id);
+    if (state !== undefined) {
+      this.#retiredStates.set(id, state);
+      while (this.#retiredStates.size > MAX_RETIRED_STATES) {
+        const oldest = this.#retiredStates.keys().next();
+        if (oldest.done === true) break;
+        this.#retiredStates.delete(oldest.value);
+      }
+    }
     this.#sessions.delete(id);
     if (replacement !== undefined) this.#aliases.set(id, replacement);
+  }
+
+  /**
+   * The stream of a retired session that delivered `eventId`, if the guard
+   * still remembers one. The SDK keeps one reconnection loop per stream with
+   * its own cursor, and may send an old session's cursor under the new id.
+   */
+  retiredStreamOf(eventId: string): { sessionId: string; entry: StreamEntry } | undefined {
+    for (const [sessionId, state] of this.#retiredStates) {
+      const entry = state.streamOf(eventId);
+      if (entry !== undefined) return { sessionId, entry };
+    }
+    return undefined;
   }
 
   forget(id: string): void {

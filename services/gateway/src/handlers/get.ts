@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId, ResumeVerdict } from '@tether/protocol';
+import { isSessionLogError } from '@tether/session-log';
 import type { ResumeResult, SessionRecord } from '@tether/session-log';
 import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -75,6 +76,10 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
       if (takeover === 'abandoned') result = await ctx.log.resume(sessionId, lastEventId, principal);
     }
   } catch (err) {
+    // Closed while we classified or took over: still a verdict on the cursor, not a bare 404.
+    if (isSessionLogError(err, 'session_not_found') || isSessionLogError(err, 'session_closed')) {
+      return replyRefusal(res, 404, ResumeVerdict.unknownSession, 'the session was closed while the resume was being served');
+    }
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId, verdict: result.verdict }, 'resume classified');

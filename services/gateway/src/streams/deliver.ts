@@ -78,7 +78,8 @@ export async function deliver(res: ServerResponse, events: AsyncIterable<LogEven
 export function endWithRetry(res: ServerResponse, retryMs: number): void {
   if (res.writableEnded || res.destroyed) return;
   if (!res.headersSent) {
-    res.writeHead(503, { 'content-type': 'application/json', [HttpHeader.tetherResume]: 'draining' });
+    // No Tether-Resume: draining is not a verdict on the cursor, which any other instance serves.
+    res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' });
     res.end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"gateway instance is draining; retry"}}');
     return;
   }

@@ -1,0 +1,79 @@
+/**
+ * Cursor losses of SDK clients: found from the recorded exchanges, judged
+ * against the log. Part of the checker (`checker.ts`).
+ */
+import { decodeEventId } from '@tether/protocol';
+import type { StreamGroup } from './checker.js';
+import type { LogRecord } from './log-tap.js';
+import type { Exchange } from './record.js';
+import { bump } from './util.js';
+
+/**
+ * A resumed response that broke (network error, cut) after delivering only
+ * its priming event, the cursor echoed back, and after which the SDK client
+ * reconnected *without* `Last-Event-ID`: the client lost its cursor. The
+ * gateway echoes the cursor precisely so the SDK keeps it (it only keeps ids
+ * seen on the current response); if the echo never reached the SDK, a POST
+ * stream is never resumed again (its request waits for its timeout, with no
+ * verdict) and the GET stream restarts from the head (events recorded in
+ * between never reach the application). Those two are violations; a GET
+ * restart that happened to skip nothing is only counted.
+ */
+export function cursorLosses(
+  exchanges: readonly Exchange[],
+  groups: ReadonlyMap<string, StreamGroup>,
+  log: ReadonlyMap<string, readonly LogRecord[]>,
+): { byStream: Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>; counts: Record<string, number> } {
+  const byStream = new Map<string, Array<{ kind: string; exchange: Exchange; detail: string }>>();
+  const counts: Record<string, number> = {};
+  const byClient = new Map<string, Exchange[]>();
+  for (const ex of exchanges) {
+    if (ex.clientKind !== 'sdk') continue;
+    const list = byClient.get(ex.client) ?? [];
+    if (list.length === 0) byClient.set(ex.client, list);
+    list.push(ex);
+  }
+  for (const list of byClient.values()) {
+    for (const [i, ex] of list.entries()) {
+      if (ex.method !== 'GET' || ex.cursor === undefined || (ex.end !== 'broken' && ex.end !== 'cut') || ex.status !== 200) continue;
+      if (!ex.events.every((e) => e.id === ex.cursor && e.meaning.t === 'empty')) continue;
+      const cursor = decodeEventId(ex.cursor);
+      if (!cursor.ok) continue;
+      const ended = ex.endedAt ?? ex.startedAt;
+      const next = list.slice(i + 1).find((x) => x.method === 'GET' && x.startedAt >= ended && (x.sessionId ?? '') === (ex.sessionId ?? ''));
+      if (next === undefined || next.cursor !== undefined || next.startedAt - ended > 3_000) continue;
+      const session = ex.sessionId ?? '';
+      const key = `${session}/${cursor.value.stream}`;
+      const add = (kind: string, detail: string): void => {
+        const list2 = byStream.get(key) ?? [];
+        if (list2.length === 0) byStream.set(key, list2);
+        list2.push({ kind, exchange: ex, detail });
+      };
+      if (cursor.value.stream !== '0') {
+        const group = groups.get(key);
+        const resumedLater = group?.exchanges.some((x) => x.n > ex.n && x.cursor !== undefined) ?? false;
+        if (resumedLater) {
+          bump(counts, 'post stream, resumed later anyway');
+          continue;
+        }
+        bump(counts, 'post stream never resumed again');
+        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client's next GET (#${next.n}) carried no Last-Event-ID and the stream was never resumed again`);
+        continue;
+      }
+      const head = next.events.find((e) => e.id !== undefined)?.id;
+      const headSeq = head === undefined ? undefined : decodeEventId(head);
+      if (headSeq?.ok !== true) {
+        bump(counts, 'get stream, restart not observed');
+        continue;
+      }
+      const skipped = (log.get(key) ?? []).filter((r) => r.kind === 'event' && r.seq > cursor.value.seq && r.seq <= headSeq.value.seq).length;
+      if (skipped === 0) {
+        bump(counts, 'get stream restarted from the head, nothing skipped');
+        continue;
+      }
+      bump(counts, 'get stream restarted from the head, events skipped');
+      add('gap_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client reopened the GET stream without Last-Event-ID (#${next.n}) at ${head}, skipping ${skipped} logged event(s)`);
+    }
+  }
+  return { byStream, counts };
+}
