@@ -9,6 +9,7 @@ export default defineConfig({
   resolve: {
     alias: {
       '@tether/protocol': pkg('protocol'),
+      '@tether/config': pkg('config'),
       '@tether/testing': pkg('testing'),
       '@tether/session-log': pkg('session-log'),
       '@tether/telemetry': pkg('telemetry'),

@@ -1,5 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile } from '@tether/config';
+import type { FlagOptions, FlagSpec } from '@tether/config';
+
+export { ConfigError };
 
 /** One route: a path the gateway serves and the upstream replicas behind it. */
 export interface Route {
@@ -37,14 +41,6 @@ export interface GatewayConfig {
   readonly instanceId: string;
 }
 
-interface FlagSpec {
-  readonly flag: string;
-  readonly env: string;
-  readonly help: string;
-  readonly fallback: string;
-  readonly repeat?: boolean;
-}
-
 /** Every flag, its env twin and default: the single source for parsing and `--help`. */
 export const FLAGS = [
   { flag: 'host', env: 'TETHER_HOST', help: 'address to listen on', fallback: '127.0.0.1' },
@@ -74,15 +70,15 @@ export const FLAGS = [
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
-/** Values in a `--config` file that must not be printed. */
-const SECRET_FLAGS = new Set(['log-token']);
+/** Values that must not be printed: masked by `--print-config`, withheld from config-file errors. */
+const SECRET_FLAGS = ['log-token'];
+
+/** Routes contain commas (replica lists), so repeated `--route`s are joined with `;`, as in `TETHER_ROUTES`. */
+const FLAG_OPTIONS: FlagOptions = { separator: (flag) => (flag === 'route' ? ';' : ','), secretFlags: SECRET_FLAGS };
+
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 type FlagName = (typeof FLAGS)[number]['flag'];
-
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  readonly code = 'invalid_config';
-}
 
 export function helpText(): string {
   const lines = [
@@ -91,10 +87,7 @@ export function helpText(): string {
     'Every flag has an environment twin. Precedence: flags, then environment, then the --config file, then defaults.',
     '',
   ];
-  for (const f of FLAGS) {
-    const fallback = f.fallback === '' ? '' : ` (default ${f.fallback})`;
-    lines.push(`  --${f.flag.padEnd(26)} ${f.env.padEnd(32)} ${f.help}${fallback}`);
-  }
+  lines.push(...helpLines(FLAGS, { flagWidth: 26, envWidth: 32 }));
   lines.push('  --print-config               print the effective configuration (secrets masked) and exit', '  --help', '');
   return lines.join('\n');
 }
@@ -105,27 +98,10 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): GatewayConfig {
-  const given = new Map<FlagName, string[]>();
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i]!;
-    if (arg === '--print-config' || arg === '--help') continue;
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}; flags look like --name value (see --help)`);
-    const eq = arg.indexOf('=');
-    const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)) as FlagName;
-    if (!FLAGS.some((f) => f.flag === name)) throw new ConfigError(`unknown flag --${name} (see --help)`);
-    let value: string | undefined = eq === -1 ? argv[i + 1] : arg.slice(eq + 1);
-    if (eq === -1) i += 1;
-    if (value === undefined) throw new ConfigError(`flag --${name} needs a value`);
-    given.set(name, [...(given.get(name) ?? []), value]);
-  }
+  const given = parseArgs(argv, FLAGS);
   const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
-  const fromFile = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile);
-  const raw = (name: FlagName): string => {
-    const spec = FLAGS.find((f) => f.flag === name)!;
-    const fromFlag = given.get(name);
-    if (fromFlag !== undefined) return fromFlag.join(name === 'route' ? ';' : ',');
-    return env[spec.env] ?? fromFile.get(name) ?? spec.fallback;
-  };
+  const file = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile, FLAGS, FLAG_OPTIONS);
+  const raw = (name: FlagName): string => rawValue(FLAGS, name, { given, env, file }, FLAG_OPTIONS);
 
   const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
   const routes: Route[] = [];
@@ -151,7 +127,7 @@ export function parseConfig(
     logUrl: logUrl === '' ? undefined : logUrl,
     logToken: raw('log-token') === '' ? undefined : raw('log-token'),
     routes,
-    logStream: name('log-stream', raw('log-stream')),
+    logStream: matching('log-stream', raw('log-stream'), NAME, 'letters, digits, _ and -'),
     logMaxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
     logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
@@ -171,31 +147,6 @@ export function parseConfig(
   };
 }
 
-/**
- * A JSON object keyed by flag names; values are strings, numbers, or arrays
- * of strings for repeatable flags. Unknown keys and wrong types are refused
- * with the file, the key and what is allowed.
- */
-function readConfigFile(path: string, readFile: (path: string) => string): Map<string, string> {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFile(path));
-  } catch (err) {
-    throw new ConfigError(`invalid --config ${JSON.stringify(path)}: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`invalid --config ${JSON.stringify(path)}: expected a JSON object keyed by flag names`);
-  const out = new Map<string, string>();
-  for (const [key, item] of Object.entries(value)) {
-    const spec = FLAGS.find((f) => f.flag === key);
-    if (spec === undefined || key === 'config') throw new ConfigError(`invalid --config ${JSON.stringify(path)}: unknown key ${JSON.stringify(key)} (keys are flag names, see --help)`);
-    const repeat = 'repeat' in spec && spec.repeat;
-    if (repeat && Array.isArray(item) && item.every((v) => typeof v === 'string')) out.set(key, item.join(key === 'route' ? ';' : ','));
-    else if (typeof item === 'string' || (typeof item === 'number' && Number.isFinite(item))) out.set(key, String(item));
-    else throw new ConfigError(`invalid --config ${JSON.stringify(path)}: key ${JSON.stringify(key)} is ${JSON.stringify(item)}; allowed: a string or number${repeat ? ', or an array of strings' : ''}`);
-  }
-  return out;
-}
-
 /** The effective configuration as JSON, secrets masked: what `--print-config` shows. */
 export function printableConfig(config: GatewayConfig): string {
   const masked: Record<string, unknown> = { ...config };
@@ -206,10 +157,6 @@ export function printableConfig(config: GatewayConfig): string {
   return `${JSON.stringify(masked, null, 2)}\n`;
 }
 
-function list(value: string, separator: string): string[] {
-  return value.split(separator).map((v) => v.trim()).filter((v) => v !== '');
-}
-
 function url(flag: string, value: string): string {
   try {
     const parsed = new URL(value);
@@ -218,24 +165,4 @@ function url(flag: string, value: string): string {
     // fall through to the error naming the value
   }
   throw new ConfigError(`invalid --${flag} URL ${JSON.stringify(value)}; allowed: http(s)://host[:port]/path`);
-}
-
-function int(flag: string, value: string, min: number, max: number): number {
-  const n = /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: an integer from ${min} to ${max}`);
-  return n;
-}
-
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
-function duration(flag: string, value: string, min: number): number {
-  const match = /^(\d+)(ms|s|m|h)?$/.exec(value);
-  const n = match === null ? Number.NaN : Number(match[1]) * UNIT_MS[match[2] ?? 'ms']!;
-  if (!Number.isSafeInteger(n) || n < min) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: milliseconds or a duration like 30s, 15m, 24h, at least ${min} ms`);
-  return n;
-}
-
-function name(flag: string, value: string): string {
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(value)) throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: letters, digits, _ and -`);
-  return value;
 }

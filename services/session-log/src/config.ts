@@ -1,16 +1,11 @@
 import { readFileSync } from 'node:fs';
+import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile } from '@tether/config';
+import type { FlagOptions, FlagSpec } from '@tether/config';
 import { isSessionLogError, resolveConfig } from '@tether/session-log';
 import { parseTokens } from './auth.js';
 import type { SessionLogServiceOptions } from './server.js';
 
-interface FlagSpec {
-  readonly flag: string;
-  readonly env: string;
-  readonly help: string;
-  readonly fallback: string;
-  /** Given more than once (or as an array in the config file) the values add up. */
-  readonly repeat?: boolean;
-}
+export { ConfigError };
 
 /** Every flag, its environment twin and default: the one source for parsing, the config file and `--help`. */
 export const FLAGS = [
@@ -38,15 +33,13 @@ export const FLAGS = [
 
 type FlagName = (typeof FLAGS)[number]['flag'];
 
+/** A token's value is a secret: config-file errors say what is wrong with it without printing it. */
+const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token'] };
+
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
-
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  readonly code = 'invalid_config';
-}
 
 /** What `main` needs: the service options (without logger and metrics), the log level, and where files were read from. */
 export interface ServiceConfig {
@@ -66,10 +59,7 @@ export function helpText(): string {
     '--config file, then defaults. Telemetry follows the standard OTEL_* variables.',
     '',
   ];
-  for (const f of FLAGS) {
-    const fallback = f.fallback === '' ? '' : ` (default ${f.fallback})`;
-    lines.push(`  --${f.flag.padEnd(24)} ${f.env.padEnd(31)} ${f.help}${fallback}`);
-  }
+  lines.push(...helpLines(FLAGS, { flagWidth: 24, envWidth: 31 }));
   lines.push(
     '  --print-config             print the effective configuration as JSON (secrets masked) and exit',
     '  --help',
@@ -94,25 +84,10 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): ServiceConfig {
-  const given = new Map<FlagName, string[]>();
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i] as string;
-    if (arg === '--print-config' || arg === '--help' || arg === '-h') continue;
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}; flags look like --name value (see --help)`);
-    const eq = arg.indexOf('=');
-    const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)) as FlagName;
-    if (!FLAGS.some((f) => f.flag === name)) throw new ConfigError(`unknown flag --${name} (see --help)`);
-    const value = eq === -1 ? argv[i + 1] : arg.slice(eq + 1);
-    if (eq === -1) i += 1;
-    if (value === undefined) throw new ConfigError(`flag --${name} needs a value`);
-    given.set(name, [...(given.get(name) ?? []), value]);
-  }
+  const given = parseArgs(argv, FLAGS);
   const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
-  const fromFile = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile);
-  const raw = (name: FlagName): string => {
-    const spec = FLAGS.find((f) => f.flag === name) as FlagSpec;
-    return given.get(name)?.join(',') ?? env[spec.env] ?? fromFile.get(name) ?? spec.fallback;
-  };
+  const file = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile, FLAGS, FLAG_OPTIONS);
+  const raw = (name: FlagName): string => rawValue(FLAGS, name, { given, env, file }, FLAG_OPTIONS);
   const read = (flag: string, path: string): string => {
     try {
       return readFile(path);
@@ -147,10 +122,10 @@ export function parseConfig(
   const log = {
     streamName: matching('log-stream', raw('log-stream'), NAME, 'letters, digits, _ and -, up to 64 characters'),
     subjectPrefix: matching('log-subject-prefix', raw('log-subject-prefix'), PREFIX, 'dot-separated tokens of letters, digits, _ and -'),
-    maxAgeMs: duration('log-max-age', raw('log-max-age')),
+    maxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     maxMsgsPerStream: limit('log-max-msgs-per-stream', raw('log-max-msgs-per-stream')),
     replicas: int('log-replicas', raw('log-replicas'), 1, 5),
-    sessionIdleMs: duration('session-idle', raw('session-idle')),
+    sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
   };
   const maxPayloadBytes = int('max-payload-bytes', raw('max-payload-bytes'), 1, 64 * 1024 * 1024);
   try {
@@ -205,35 +180,6 @@ export function printableConfig(config: ServiceConfig): string {
   return `${JSON.stringify(printable, null, 2)}\n`;
 }
 
-/**
- * A JSON object keyed by flag names; values are strings, numbers, or arrays
- * of strings for repeatable flags. Unknown keys and wrong types are refused
- * with the file, the key and what is allowed.
- */
-function readConfigFile(path: string, readFile: (path: string) => string): Map<string, string> {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFile(path));
-  } catch (err) {
-    throw new ConfigError(`invalid --config ${JSON.stringify(path)}: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`invalid --config ${JSON.stringify(path)}: expected a JSON object keyed by flag names`);
-  const out = new Map<string, string>();
-  for (const [key, item] of Object.entries(value)) {
-    const spec: FlagSpec | undefined = FLAGS.find((f) => f.flag === key);
-    if (spec === undefined || key === 'config') throw new ConfigError(`invalid --config ${JSON.stringify(path)}: unknown key ${JSON.stringify(key)} (keys are flag names, see --help)`);
-    const repeat = spec.repeat === true;
-    if (repeat && Array.isArray(item) && item.every((v) => typeof v === 'string')) out.set(key, item.join(','));
-    else if (typeof item === 'string' || (typeof item === 'number' && Number.isFinite(item))) out.set(key, String(item));
-    else {
-      // A token's value is a secret: say what is wrong with it without printing it.
-      const shown = key === 'token' ? 'not a string' : JSON.stringify(item);
-      throw new ConfigError(`invalid --config ${JSON.stringify(path)}: key ${JSON.stringify(key)} is ${shown}; allowed: a string or number${repeat ? ', or an array of strings' : ''}`);
-    }
-  }
-  return out;
-}
-
 /** Refuses token specs the authenticator would refuse, naming where they came from but not the secret. */
 function checkTokens(source: string, specs: readonly string[]): void {
   for (const [i, spec] of specs.entries()) {
@@ -268,36 +214,10 @@ function maskUrl(value: string): string {
   });
 }
 
-function list(text: string): string[] {
-  return text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-}
-
-function int(flag: string, text: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!/^-?[0-9]+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: an integer from ${min} to ${max}`);
-  }
-  return n;
-}
-
 function limit(flag: string, text: string): number {
   const n = Number(text);
   if (!/^-?[0-9]+$/.test(text.trim()) || !Number.isSafeInteger(n) || n === 0 || n < -1) {
     throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: a positive integer, or -1 for no limit`);
   }
   return n;
-}
-
-const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
-function duration(flag: string, text: string): number {
-  const match = /^([0-9]+)(ms|s|m|h)?$/.exec(text.trim());
-  const n = match === null ? NaN : Number(match[1]) * (UNITS[match[2] ?? 'ms'] ?? NaN);
-  if (!Number.isSafeInteger(n) || n < 1_000) throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: at least 1000 ms, as ms or 30s/15m/24h`);
-  return n;
-}
-
-function matching(flag: string, text: string, re: RegExp, allowed: string): string {
-  if (!re.test(text)) throw new ConfigError(`invalid --${flag} ${JSON.stringify(text)}; allowed: ${allowed}`);
-  return text;
 }
