@@ -1,40 +1,24 @@
 import { status } from '@grpc/grpc-js';
-import { errorDetailOf, ResumeVerdict } from '@tether/cursor-proto';
+import { errorDetailOf, resumeVerdictSpelling } from '@tether/cursor-proto';
 import type { ErrorDetail, RpcStatus } from '@tether/cursor-proto';
+import { GRPC_STATUS_OF_CODE, GRPC_STATUS_OF_VERDICT } from '@tether/session-log-service';
 import { preview } from './fuzz-kit.js';
 import type { CallOutcome, GrpcStack, RpcName, SeededLog } from './grpc-stack.js';
 
-/** The ERRORS table of cursor.proto: each ErrorDetail.code and its gRPC status. */
-const STATUS_OF_CODE: Readonly<Record<string, status>> = {
-  invalid_argument: status.INVALID_ARGUMENT,
-  payload_too_large: status.RESOURCE_EXHAUSTED,
-  too_many_streams: status.RESOURCE_EXHAUSTED,
-  session_not_found: status.NOT_FOUND,
-  session_closed: status.NOT_FOUND,
-  stream_ended: status.FAILED_PRECONDITION,
-  lease_held: status.FAILED_PRECONDITION,
-  writer_conflict: status.ABORTED,
-  lease_lost: status.ABORTED,
-  skipped: status.ABORTED,
-  stream_truncated: status.OUT_OF_RANGE,
-  stream_diverged: status.DATA_LOSS,
-  log_unavailable: status.UNAVAILABLE,
-  unauthenticated: status.UNAUTHENTICATED,
-  internal: status.INTERNAL,
-  invalid_config: status.INTERNAL,
-  incompatible_log: status.INTERNAL,
-};
-
-/** The RESUME table of cursor.proto: a refusal's status by verdict. */
-const STATUS_OF_VERDICT: Readonly<Record<number, status>> = {
-  [ResumeVerdict.MALFORMED]: status.INVALID_ARGUMENT,
-  [ResumeVerdict.UNKNOWN_SESSION]: status.NOT_FOUND,
-  [ResumeVerdict.EPOCH_MISMATCH]: status.FAILED_PRECONDITION,
-  [ResumeVerdict.DIVERGED]: status.FAILED_PRECONDITION,
-  [ResumeVerdict.ABANDONED]: status.FAILED_PRECONDITION,
-  [ResumeVerdict.AHEAD]: status.OUT_OF_RANGE,
-  [ResumeVerdict.TRUNCATED]: status.OUT_OF_RANGE,
-};
+/**
+ * The expected status of a refusal's verdict (a proto enum number): the
+ * service's RESUME table, by the verdict's spelling. Undefined for RESUMED,
+ * UNSPECIFIED or a number the proto does not define.
+ *
+ * The fuzz suite checks the wire against the service's own tables
+ * (GRPC_STATUS_OF_CODE and GRPC_STATUS_OF_VERDICT); the tables themselves
+ * are pinned to cursor.proto, entry by entry, by
+ * services/session-log/test/errors.test.ts.
+ */
+function statusOfVerdict(verdict: number): status | undefined {
+  const spelling = resumeVerdictSpelling(verdict);
+  return spelling === undefined || spelling === 'resumed' ? undefined : GRPC_STATUS_OF_VERDICT[spelling];
+}
 
 /**
  * Client errors: what a fuzzed request may get. UNAVAILABLE only when the
@@ -62,7 +46,7 @@ export const statusName = (code: number): string => `${status[code] ?? 'UNKNOWN_
 export function detailProblems(code: number, message: string, detail: ErrorDetail | undefined, where = 'the call'): string[] {
   const problems: string[] = [];
   if (detail === undefined || detail.code === '') return [`${where} ended ${statusName(code)} "${message}" without an ErrorDetail (that the generated stubs decode) in grpc-status-details-bin`];
-  const expected = detail.code === 'resume_refused' ? STATUS_OF_VERDICT[detail.verdict] : STATUS_OF_CODE[detail.code];
+  const expected = detail.code === 'resume_refused' ? statusOfVerdict(detail.verdict) : GRPC_STATUS_OF_CODE[detail.code];
   if (expected === undefined) problems.push(`${where}: ErrorDetail.code ${JSON.stringify(detail.code)} (verdict ${detail.verdict}) is not in cursor.proto's tables`);
   else if (expected !== code) problems.push(`${where}: ErrorDetail.code ${detail.code} goes with ${statusName(expected)}, but the status is ${statusName(code)}`);
   if (detail.code === 'too_many_streams') problems.push(`${where}: too_many_streams although the suite holds at most one stream open: a cancelled stream was not released`);

@@ -37,8 +37,12 @@ export class CursorServiceError extends Error {
   }
 }
 
-/** Every code's gRPC status: the table at the top of cursor.proto. */
-const GRPC_STATUS: Readonly<Record<string, status>> = {
+/**
+ * Every `ErrorDetail.code`'s gRPC status: the ERRORS table at the top of
+ * cursor.proto (`resume_refused` excepted: its status is by verdict, see
+ * {@link GRPC_STATUS_OF_VERDICT}). A code not in it maps to INTERNAL.
+ */
+export const GRPC_STATUS_OF_CODE: Readonly<Record<string, status>> = {
   invalid_argument: status.INVALID_ARGUMENT,
   payload_too_large: status.RESOURCE_EXHAUSTED,
   too_many_streams: status.RESOURCE_EXHAUSTED,
@@ -58,8 +62,8 @@ const GRPC_STATUS: Readonly<Record<string, status>> = {
   internal: status.INTERNAL,
 };
 
-/** A refused resume's gRPC status, by verdict (the RESUME table in cursor.proto). */
-const VERDICT_STATUS: Readonly<Record<Refusal['verdict'], status>> = {
+/** A refused resume's gRPC status, by verdict spelling: the RESUME table in cursor.proto. */
+export const GRPC_STATUS_OF_VERDICT: Readonly<Record<Refusal['verdict'], status>> = {
   malformed: status.INVALID_ARGUMENT,
   unknown_session: status.NOT_FOUND,
   epoch_mismatch: status.FAILED_PRECONDITION,
@@ -99,12 +103,12 @@ export function refusalStatus(refusal: Refusal): GrpcFailure {
     log: { lastSeq: log.lastSeq, lastPos: log.lastPos, nextSeq: log.nextSeq, nextPos: log.nextPos },
     facts: { reason: refusal.reason },
   });
-  return failure(VERDICT_STATUS[refusal.verdict], `resume refused (${refusal.verdict}): ${refusal.reason}`, detail);
+  return failure(GRPC_STATUS_OF_VERDICT[refusal.verdict], `resume refused (${refusal.verdict}): ${refusal.reason}`, detail);
 }
 
 function toRpcStatus(err: unknown): { code: status; message: string; detail: ErrorDetail } {
   if (isSessionLogError(err) || err instanceof CursorServiceError) {
-    return { code: GRPC_STATUS[err.code] ?? status.INTERNAL, message: err.message, detail: detailOf(err.code, err.fields) };
+    return { code: GRPC_STATUS_OF_CODE[err.code] ?? status.INTERNAL, message: err.message, detail: detailOf(err.code, err.fields) };
   }
   return { code: status.INTERNAL, message: 'internal error', detail: ErrorDetail.fromPartial({ code: ServiceErrorCode.internal }) };
 }
