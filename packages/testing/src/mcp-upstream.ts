@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { StreamableHTTPServerTransport, type EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, type StreamableHTTPReconnectionOptions } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -14,16 +14,30 @@ import { LOOPBACK } from './ports.js';
 /** Options of {@link startMcpUpstream}. */
 export interface McpUpstreamOptions {
   /**
-   * Give every session the SDK's `InMemoryEventStore`, so SSE events carry ids,
-   * POST streams start with a priming event (protocol >= 2025-11-25) and a GET
-   * with `Last-Event-ID` replays. Default false: no ids, no resume.
+   * Give every session an event store, so SSE events carry ids, POST streams
+   * start with a priming event (protocol >= 2025-11-25) and a GET with
+   * `Last-Event-ID` replays. `true`: the SDK's `InMemoryEventStore`; a
+   * function: a store it makes, one per session. Default false: no ids, no
+   * resume.
    *
-   * That store orders replay by sorting ids `<stream>_<Date.now()>_<random>`:
+   * The SDK's store orders replay by sorting ids `<stream>_<Date.now()>_<random>`:
    * events stored within one millisecond replay in random order, and may be
    * replayed twice or skipped around the cursor. Resume tests must space
-   * events by at least 1 ms (`delayMs >= 1`).
+   * events by at least 1 ms (`delayMs >= 1`), or bring a store that keeps order.
    */
-  eventStore?: boolean;
+  eventStore?: boolean | (() => EventStore);
+  /**
+   * Builds each session's `McpServer`. Default: a server with the
+   * {@link UpstreamTools} and the `logging` capability.
+   */
+  createServer?: () => McpServer;
+  /**
+   * Answer 403 to a request whose `Host`, or `Origin` when it has one, is not
+   * a loopback name (`localhost`, `127.0.0.1`, `[::1]`): the DNS rebinding
+   * protection the MCP spec asks of a local server. Checked before anything
+   * else. Default false.
+   */
+  loopbackOnly?: boolean;
   /** Default 0 (random). */
   port?: number;
   /** Answer requests with JSON instead of SSE (`enableJsonResponse`). Default false. */
@@ -88,17 +102,18 @@ export async function startMcpUpstream(opts: McpUpstreamOptions = {}): Promise<M
   let closing: Promise<void> | undefined;
 
   const newSession = async (): Promise<Session> => {
+    const eventStore = opts.eventStore === true ? new InMemoryEventStore() : typeof opts.eventStore === 'function' ? opts.eventStore() : undefined;
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
       enableJsonResponse: opts.jsonResponse ?? false,
-      ...(opts.eventStore === true ? { eventStore: new InMemoryEventStore() } : {}),
+      ...(eventStore === undefined ? {} : { eventStore }),
       ...(opts.retryIntervalMs === undefined ? {} : { retryInterval: opts.retryIntervalMs }),
       onsessioninitialized: (id) => {
         sessions.set(id, session);
         pending.delete(session);
       },
     });
-    const server = createToolServer();
+    const server = (opts.createServer ?? createToolServer)();
     const session: Session = { transport, server };
     transport.onclose = () => {
       const id = transport.sessionId;
@@ -115,6 +130,7 @@ export async function startMcpUpstream(opts: McpUpstreamOptions = {}): Promise<M
     const sessionId = header(req, 'mcp-session-id');
     log.push({ method: req.method ?? '', sessionId, lastEventId: header(req, 'last-event-id') });
     if (log.length > REQUEST_LOG_SIZE) log.shift();
+    if (opts.loopbackOnly === true && !isLoopbackRequest(req)) return sendJsonRpcError(res, 403, -32000, 'Forbidden: Host or Origin is not a loopback name');
     if (url.pathname !== MCP_PATH) return sendJsonRpcError(res, 404, -32000, `no MCP endpoint at ${url.pathname}`);
     if (closing !== undefined) return sendJsonRpcError(res, 503, -32000, 'upstream is closing');
 
@@ -224,6 +240,22 @@ function createToolServer(): McpServer {
 
 function pause(ms: number): Promise<unknown> {
   return ms <= 0 ? nextTurn() : new Promise((done) => setTimeout(done, ms));
+}
+
+const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** `Host` names a loopback address, and so does `Origin` if the request has one. */
+function isLoopbackRequest(req: IncomingMessage): boolean {
+  const origin = header(req, 'origin');
+  return isLoopbackUrl(`http://${req.headers.host ?? ''}`) && (origin === undefined || isLoopbackUrl(origin));
+}
+
+function isLoopbackUrl(url: string): boolean {
+  try {
+    return LOOPBACK_HOSTNAMES.has(new URL(url).hostname);
+  } catch {
+    return false;
+  }
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

@@ -1,5 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { LoggingMessageNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -246,6 +248,48 @@ describe('SDK upstream and client through the proxy', () => {
     const result = (await sdk.client.callTool({ name: UpstreamTools.Echo, arguments: { text: 'hi' } })) as CallToolResult;
     expect(textOf(result)).toBe('hi');
     expect(responseTypes.at(-1)).toBe('POST 200 application/json');
+  });
+});
+
+describe('SDK upstream options', () => {
+  it('createServer and an eventStore factory: every session gets its own server and store from them', async () => {
+    const stores: InMemoryEventStore[] = [];
+    const upstream = defer(
+      await startMcpUpstream({
+        createServer: () => new McpServer({ name: 'custom-upstream', version: '1.2.3' }),
+        eventStore: () => {
+          const store = new InMemoryEventStore();
+          stores.push(store);
+          return store;
+        },
+      }),
+    );
+    const a = defer(await connectSdkClient(upstream.url));
+    const b = defer(await connectSdkClient(upstream.url));
+    expect(a.client.getServerVersion()).toEqual({ name: 'custom-upstream', version: '1.2.3' });
+    expect([b.client.getServerVersion()?.name, new Set(stores).size, upstream.sessions()]).toEqual(['custom-upstream', 2, 2]);
+  });
+
+  it('loopbackOnly: 403 when Host or Origin is not a loopback name; loopback names pass', async () => {
+    const upstream = defer(await startMcpUpstream({ loopbackOnly: true }));
+    const initialize = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '0' } } });
+    // node:http, not fetch: fetch does not let a caller set Host.
+    const statusOf = (headers: Record<string, string>): Promise<number> =>
+      new Promise((done, fail) => {
+        const req = httpRequest(upstream.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+          res.resume();
+          res.once('end', () => done(res.statusCode ?? 0));
+        });
+        req.once('error', fail);
+        req.end(initialize);
+      });
+    const here = `127.0.0.1:${upstream.port}`;
+    expect(await statusOf({ host: 'evil.example.com', origin: 'http://evil.example.com' })).toBe(403);
+    expect(await statusOf({ host: here, origin: 'http://evil.example.com' })).toBe(403);
+    expect(await statusOf({ host: 'evil.example.com' })).toBe(403);
+    expect(await statusOf({ host: `localhost:${upstream.port}`, origin: `http://${here}` })).toBe(200);
+    expect(await statusOf({ host: here })).toBe(200);
+    expect(upstream.sessions()).toBe(2);
   });
 });
 
