@@ -20,7 +20,8 @@ import type { FillReport } from './fill.js';
 import { PAYLOAD_BYTES } from './payload.js';
 import { countResumeApiCalls, measureRawReplay, measureSdkResume, measureTetherResume, planSamples } from './resume.js';
 import type { SdkResumeResult, TetherResumeResult } from './resume.js';
-import { createRandom, int, ms, progress, ratio, table } from './stats.js';
+import { createRng } from '../shared/random.js';
+import { int, ms, progress, ratio, table } from './stats.js';
 import type { Summary } from './stats.js';
 import { measureThroughput } from './throughput.js';
 import type { ThroughputResult } from './throughput.js';
@@ -96,7 +97,7 @@ async function serverVersion(url: string): Promise<string> {
 
 async function measureResumeLevels(url: string): Promise<{ levels: Level[]; skipped: string | undefined }> {
   const principal = principalDigest('bench');
-  const rand = createRandom(12_345);
+  const rand = createRng(12_345);
   const log = await SessionLog.create({
     servers: url,
     streamName: 'BENCH_RESUME',

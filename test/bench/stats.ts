@@ -33,19 +33,6 @@ export function median(values: readonly number[]): number {
   return percentile([...values].sort((a, b) => a - b), 50);
 }
 
-/** A seeded PRNG (mulberry32), so sample choices repeat from run to run. */
-export function createRandom(seed: number): { next(): number; int(min: number, max: number): number } {
-  let state = seed >>> 0;
-  const next = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-  return { next, int: (min, max) => min + Math.floor(next() * (max - min + 1)) };
-}
-
 export function ms(value: number): string {
   if (!Number.isFinite(value)) return 'n/a';
   if (value >= 100) return value.toFixed(0);

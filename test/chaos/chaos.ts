@@ -24,7 +24,8 @@ import { RawClient } from './raw-client.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
-import { bump, createRng, digest, sleep } from './util.js';
+import { createRng } from '../shared/random.js';
+import { bump, digest, sleep } from './util.js';
 
 export interface ChaosOptions {
   readonly durationMs: number;

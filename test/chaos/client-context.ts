@@ -1,5 +1,5 @@
 import type { Recorder } from './record.js';
-import type { Rng } from './util.js';
+import type { Rng } from '../shared/random.js';
 
 /** The MCP routes of the chaos gateways: one upstream keeps an event store, the other does not. */
 export const Routes = {

@@ -9,7 +9,7 @@
 import type { NatsCluster } from '@tether/testing';
 import type { ChaosStack, UpstreamName } from './stack.js';
 import { sleep } from './util.js';
-import type { Rng } from './util.js';
+import type { Rng } from '../shared/random.js';
 
 export const FaultKind = {
   gatewaySigkill: 'gateway_sigkill',

@@ -10,7 +10,8 @@ import type { ClientContext, RouteName } from './client-context.js';
 import { SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, DeliveredEvent, Exchange } from './record.js';
 import { sleep } from './util.js';
-import type { Meaning, Rng } from './util.js';
+import type { Rng } from '../shared/random.js';
+import type { Meaning } from './util.js';
 
 interface Sent {
   readonly exchange: Exchange;

@@ -15,7 +15,7 @@ import type { ClientContext, RouteName } from './client-context.js';
 import { SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, Exchange } from './record.js';
 import { sleep } from './util.js';
-import type { Rng } from './util.js';
+import type { Rng } from '../shared/random.js';
 
 const STANDALONE_CHANCE = 0.1;
 const FIRST_PRIMING_CUTS = 3;

@@ -21,7 +21,7 @@ import { sleep } from './util.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const GATEWAY_MAIN = fileURLToPath(new URL('../../services/gateway/dist/main.js', import.meta.url));
-const UPSTREAM_MAIN = fileURLToPath(new URL('./upstream-main.ts', import.meta.url));
+const UPSTREAM_MAIN = fileURLToPath(new URL('../shared/mcp-upstream-main.ts', import.meta.url));
 
 export type UpstreamName = 'store' | 'plain';
 

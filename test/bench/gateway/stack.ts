@@ -9,7 +9,7 @@ import { startNatsServer, startServiceProcess } from '@tether/testing';
 import type { NatsServer, ServiceProcess } from '@tether/testing';
 
 const GATEWAY_MAIN = fileURLToPath(new URL('../../../services/gateway/dist/main.js', import.meta.url));
-const UPSTREAM_MAIN = fileURLToPath(new URL('./upstream-main.ts', import.meta.url));
+const UPSTREAM_MAIN = fileURLToPath(new URL('../../shared/mcp-upstream-main.ts', import.meta.url));
 
 /**
  * Children run through `sh -c 'ulimit -n …; exec node …'`: 10,000 idle
@@ -66,8 +66,8 @@ export async function startBenchStack(): Promise<BenchStack> {
       started.push(proc);
       return { process: proc, url: `http://127.0.0.1:${proc.port}/mcp` };
     };
-    const sseUpstream = await upstream('upstream-sse', []);
-    const jsonUpstream = await upstream('upstream-json', ['--json']);
+    const sseUpstream = await upstream('upstream-sse', ['--event-store']);
+    const jsonUpstream = await upstream('upstream-json', ['--event-store', '--json']);
     return {
       nats,
       sseUpstream,

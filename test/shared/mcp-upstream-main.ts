@@ -1,0 +1,32 @@
+/**
+ * The test kit's official-SDK MCP upstream (`startMcpUpstream`) in its own
+ * process, for the gateway benchmark and the chaos harness: the upstream, the
+ * client and the gateway each get an event loop (the client's CPU never counts
+ * against the upstream), and a chaos run can crash and restart it like a real
+ * server. Prints one JSON ready line with the port; closes on SIGTERM/SIGINT.
+ *
+ * Flags: `--port N` (default any; a restart passes its old port),
+ * `--event-store` (the SDK's `InMemoryEventStore`), `--json` (`enableJsonResponse`).
+ */
+import { startMcpUpstream } from '@tether/testing';
+
+const args = process.argv.slice(2);
+const portAt = args.indexOf('--port');
+const port = portAt === -1 ? 0 : Number(args[portAt + 1]);
+const upstream = await startMcpUpstream({ eventStore: args.includes('--event-store'), jsonResponse: args.includes('--json'), port });
+process.stdout.write(`${JSON.stringify({ msg: 'listening', port: upstream.port, url: upstream.url })}\n`);
+
+let stopping = false;
+const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
+  upstream.close().finally(() => process.exit(0));
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+// Whoever started us SIGKILLs us when it exits; if it was SIGKILLed itself,
+// we notice being re-parented and stop on our own.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) stop();
+}, 2_000).unref();
