@@ -47,7 +47,7 @@ type Lane = (n: number) => Promise<void>;
  *   between `raw-shaped` and `tether` is the client library's own cost.
  */
 export async function measureThroughput(options: ThroughputOptions): Promise<ThroughputResult[]> {
-  const nc = await connect({ servers: options.url });
+  const nc = await connect({ servers: options.url, noAsyncTraces: true });
   const log = await SessionLog.create({
     servers: options.url,
     streamName: 'BENCH_TPUT',

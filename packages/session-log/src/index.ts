@@ -1,6 +1,6 @@
 // Users' symbols first.
 export { SessionLog } from './session-log.js';
-export type { CreateSessionLogOptions, ResumeAccepted, ResumeResult } from './session-log.js';
+export type { CreateSessionLogOptions, ResumeAccepted, ResumeResult, StreamReader } from './session-log.js';
 export type { Acceptance, Classification, Refusal } from './classify.js';
 export type { Cursor, LogEvent } from './event.js';
 export { START_CURSOR } from './event.js';

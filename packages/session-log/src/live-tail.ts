@@ -3,7 +3,7 @@ import type { LogContext } from './context.js';
 import type { FollowStats } from './reader.js';
 import { ControlType } from './wire.js';
 
-export type LiveSignal = 'overflow' | 'closed' | 'aborted';
+export type LiveSignal = 'overflow' | 'closed' | 'aborted' | 'idle';
 
 /**
  * The live half of a reader: stored events as the server republishes them,
@@ -15,26 +15,28 @@ export class LiveTail {
   readonly #events: Subscription;
   readonly #control: Subscription;
   readonly #max: number;
-  readonly #signal: AbortSignal | undefined;
+  #signal: AbortSignal | undefined;
+  #stats: FollowStats;
   #queue: Msg[] = [];
   #overflow = false;
   #closed = false;
+  #stopped = false;
   #wake: (() => void) | undefined;
   readonly #onAbort = (): void => this.#notify();
 
   constructor(ctx: LogContext, sessionId: string, stream: string, signal: AbortSignal | undefined, stats: FollowStats) {
     this.#max = ctx.config.liveBufferMax;
-    this.#signal = signal;
+    this.#stats = stats;
     this.#events = ctx.nc.subscribe(ctx.subjects.live(sessionId, stream), {
       callback: (err, msg) => {
         if (err !== null || this.#overflow) return;
         if (this.#queue.length >= this.#max) {
           this.#overflow = true;
           this.#queue = [];
-          stats.liveOverflows += 1;
+          this.#stats.liveOverflows += 1;
         } else {
           this.#queue.push(msg);
-          if (this.#queue.length > stats.liveHighWater) stats.liveHighWater = this.#queue.length;
+          if (this.#queue.length > this.#stats.liveHighWater) this.#stats.liveHighWater = this.#queue.length;
         }
         this.#notify();
       },
@@ -53,7 +55,16 @@ export class LiveTail {
         }
       },
     });
+    this.attach(signal, stats);
+  }
+
+  /** The reader's signal and counters, for a tail opened before its reader existed. */
+  attach(signal: AbortSignal | undefined, stats: FollowStats): void {
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#signal = signal;
+    this.#stats = stats;
     signal?.addEventListener('abort', this.#onAbort);
+    this.#notify();
   }
 
   get closed(): boolean {
@@ -69,21 +80,26 @@ export class LiveTail {
     this.#overflow = false;
   }
 
-  /** The next live message, or why there is none. */
-  async next(): Promise<Msg | LiveSignal> {
+  /** The next live message, or why there is none (`idle`: nothing within `idleMs`, when given). */
+  async next(idleMs?: number): Promise<Msg | LiveSignal> {
+    const deadline = idleMs === undefined ? undefined : Date.now() + idleMs;
     for (;;) {
       if (this.aborted) return 'aborted';
       if (this.#closed) return 'closed';
       if (this.#overflow) return 'overflow';
       const msg = this.#queue.shift();
       if (msg !== undefined) return msg;
+      if (deadline !== undefined && Date.now() >= deadline) return 'idle';
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
+        if (deadline !== undefined) setTimeout(() => this.#notify(), Math.max(0, deadline - Date.now())).unref();
       });
     }
   }
 
   close(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
     this.#signal?.removeEventListener('abort', this.#onAbort);
     this.#events.unsubscribe();
     this.#control.unsubscribe();

@@ -16,6 +16,9 @@ export interface FollowOptions {
   readonly stats?: FollowStats;
 }
 
+/** How long a reader that started live waits for its first live event before it asks the log once. */
+export const LIVE_START_GRACE_MS = 1_000;
+
 /** Counters of one reader, for metrics and for tests that check memory stays bounded. */
 export interface FollowStats {
   /** Events delivered from the log (replay and refills). */
@@ -54,13 +57,21 @@ export async function* follow(
   epoch: string,
   from: Cursor,
   options: FollowOptions = {},
+  opened?: LiveTail,
 ): AsyncGenerator<LogEvent, void, undefined> {
-  if (options.endedAtCursor === true) return;
+  if (options.endedAtCursor === true) {
+    opened?.close();
+    return;
+  }
   const subject = ctx.subjects.log(sessionId, stream);
   // Opened before the replay starts, so nothing stored during the replay is
-  // missed between the two (the seam).
+  // missed between the two (the seam). A tail opened earlier, before the
+  // stream's next append (see `openReader`), makes the first replay needless:
+  // everything after `from` reaches it live.
   const stats = options.stats ?? createFollowStats();
-  const tail = new LiveTail(ctx, sessionId, stream, options.signal, stats);
+  const tail = opened ?? new LiveTail(ctx, sessionId, stream, options.signal, stats);
+  opened?.attach(options.signal, stats);
+  let startLive = opened !== undefined;
   let last: Cursor = from;
   const fail = (code: SessionLogErrorCode, message: string, event: { seq: number; pos: number }): SessionLogError =>
     new SessionLogError(code, message, { sessionId, stream, seq: event.seq, pos: event.pos, expectedSeq: last.seq + 1, expectedPrev: last.pos });
@@ -69,8 +80,9 @@ export async function* follow(
     let mustReach = 0;
     for (;;) {
       tail.rearm();
-      stats.logPasses += 1;
-      for await (const msg of replayAfter(ctx, subject, last.pos)) {
+      const replay = startLive ? noReplay() : replayAfter(ctx, subject, last.pos);
+      if (!startLive) stats.logPasses += 1;
+      for await (const msg of replay) {
         const event = decode(sessionId, stream, msg.seq, msg.headers, msg.data);
         if (event === undefined) throw fail(SessionLogErrorCode.streamDiverged, 'an event in the log has malformed chain headers', { seq: 0, pos: msg.seq });
         if (event.pos <= last.pos) continue;
@@ -89,8 +101,13 @@ export async function* follow(
         throw fail(SessionLogErrorCode.streamTruncated, 'a stored event was evicted before it could be read', { seq: last.seq + 1, pos: mustReach });
       }
       mustReach = 0;
-      for (;;) {
-        const next = await tail.next();
+      // Started live: if nothing comes soon, ask the log once (interest in the
+      // live subject may reach the stream's leader late in some clusters).
+      const grace = startLive ? LIVE_START_GRACE_MS : undefined;
+      startLive = false;
+      for (let first = true; ; first = false) {
+        const next = await tail.next(first ? grace : undefined);
+        if (next === 'idle') break;
         if (next === 'aborted') return;
         if (next === 'closed') throw fail(SessionLogErrorCode.sessionClosed, 'the session was closed', last);
         if (next === 'overflow') break;
@@ -110,6 +127,10 @@ export async function* follow(
   } finally {
     tail.close();
   }
+}
+
+async function* noReplay(): AsyncGenerator<never> {
+  // The reader's tail was open before anything after its cursor was stored.
 }
 
 function decode(sessionId: string, stream: string, pos: number, header: MsgHdrs | undefined, data: Uint8Array): LogEvent | undefined {

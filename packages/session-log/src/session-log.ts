@@ -13,7 +13,8 @@ import { decodeLogEvent, START_CURSOR } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LeaseTable } from './leases.js';
 import { readPage } from './page.js';
-import { follow } from './reader.js';
+import { LiveTail } from './live-tail.js';
+import { createFollowStats, follow } from './reader.js';
 import type { FollowOptions } from './reader.js';
 import { SessionRegistry } from './registry.js';
 import type { SessionRecord } from './registry.js';
@@ -22,6 +23,14 @@ import { createSubjects, ControlType } from './wire.js';
 import type { ControlMessage } from './wire.js';
 import { StreamWriter } from './writer.js';
 import type { AppendOptions, AppendResult, InDoubtAppend } from './writer.js';
+
+/** A reader opened ahead of the events it will read (see `SessionLog.openReader`). */
+export interface StreamReader {
+  /** Every event after `from`, live first; ends after the stream's `end`. Closes the reader when done. */
+  follow(from: Cursor, options?: FollowOptions): AsyncGenerator<LogEvent, void, undefined>;
+  /** For a reader that will never follow (the stream could not be started). */
+  close(): void;
+}
 
 export interface CreateSessionLogOptions extends SessionLogOptions {
   /** An open connection to use (not closed by `close()`); otherwise one is opened to `servers`. */
@@ -69,7 +78,10 @@ export class SessionLog {
     if (nc === undefined) {
       const servers = options.servers ?? 'nats://127.0.0.1:4222';
       try {
-        nc = await connect({ servers: typeof servers === 'string' ? servers : [...servers], maxReconnectAttempts: -1 });
+        // noAsyncTraces: nats.js otherwise builds Error objects on every
+        // request for async stack traces, a large share of the gateway's CPU
+        // per event in profiles (docs/benchmarks.md); our errors carry their own context.
+        nc = await connect({ servers: typeof servers === 'string' ? servers : [...servers], maxReconnectAttempts: -1, noAsyncTraces: true });
       } catch (err) {
         throw new SessionLogError(SessionLogErrorCode.logUnavailable, `cannot connect to NATS at ${String(servers)}: ${String(err)}`, {}, { cause: err });
       }
@@ -213,6 +225,28 @@ export class SessionLog {
     }
     await this.#assertCursor(sessionId, stream, session.epoch, from);
     yield* follow(this.#ctx, sessionId, stream, session.epoch, from, options);
+  }
+
+  /**
+   * Opens a reader on a stream *now*: every event stored from this moment on
+   * reaches it live. Open it before appending a new stream's first event, or
+   * before reading the head a fresh GET starts after; `follow(from)` then
+   * starts live, without asking the log for what it already knows is not
+   * there (a replay consumer costs three round trips and server work). It
+   * keeps the seam rule: an event out of line, or silence right after it
+   * starts, sends it to the log. Call `follow` once, or `close`.
+   *
+   * Takes the session as the caller just authorized it (its epoch); a close
+   * after that reaches the reader on the control subject.
+   */
+  openReader(session: SessionRecord, stream: string): StreamReader {
+    assertStreamId(stream);
+    const tail = new LiveTail(this.#ctx, session.sessionId, stream, undefined, createFollowStats());
+    const ctx = this.#ctx;
+    return {
+      follow: (from, options = {}) => follow(ctx, session.sessionId, stream, session.epoch, from, options, tail),
+      close: () => tail.close(),
+    };
   }
 
   /**

@@ -54,7 +54,7 @@ export interface ThroughputOptions {
 type Lane = (events: number) => Promise<void>;
 
 export async function measureGatewayThroughput(options: ThroughputOptions): Promise<ThroughputRow[]> {
-  const nc = await connect({ servers: options.natsUrl });
+  const nc = await connect({ servers: options.natsUrl, noAsyncTraces: true });
   const g = createEndpoint(options.gatewayUrl);
   const d = createEndpoint(options.directUrl);
   try {

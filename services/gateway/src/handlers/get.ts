@@ -40,18 +40,25 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
   const token = randomBytes(8).toString('hex');
   // A newer GET supersedes older ones, on every instance.
   ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
+  // Opened before the head is read: whatever is stored after the head reaches it live, no replay needed.
+  const reader = ctx.log.openReader(session, '0');
   let head;
   try {
     const listener = await ensureListener(ctx, session, protocolVersion);
-    if (listener === 'unsupported') return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
+    if (listener === 'unsupported') {
+      reader.close();
+      return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
+    }
     head = await ctx.log.head(sessionId, '0');
   } catch (err) {
+    reader.close();
     return replyError(res, fromLogError(err));
   }
   await serveFromLog(ctx, req, res, {
     sessionId,
     stream: '0',
     from: head === undefined ? { seq: 0, pos: 0 } : { seq: head.seq, pos: head.pos },
+    reader,
     headers: { [HttpHeader.sessionId]: sessionId },
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),

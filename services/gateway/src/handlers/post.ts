@@ -125,17 +125,18 @@ async function answerFromUpstream(
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
   const requestIds = messages.filter(isRequest).map((m) => JSON.stringify(m.id));
-  let stream: string;
+  let started: Awaited<ReturnType<typeof startPostStream>>;
   try {
-    stream = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion);
+    started = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion);
   } catch (err) {
     abort.abort();
     return replyError(res, fromLogError(err));
   }
   await serveFromLog(ctx, req, res, {
     sessionId: session.sessionId,
-    stream,
+    stream: started.stream,
     from: { seq: 0, pos: 0 },
+    reader: started.reader,
     headers: ours,
     priming: wantsPriming(protocolVersion),
   });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Span } from '@opentelemetry/api';
 import { createFollowStats } from '@tether/session-log';
-import type { Cursor, FollowStats, LogEvent } from '@tether/session-log';
+import type { Cursor, FollowStats, LogEvent, StreamReader } from '@tether/session-log';
 import { linkToTraceparent } from '@tether/telemetry';
 import type { GatewayContext } from '../context.js';
 import { deliver, endWithRetry } from '../streams/deliver.js';
@@ -14,6 +14,8 @@ export interface ServeOptions {
   readonly from: Cursor;
   /** Or: an accepted resume's own iterator. */
   readonly events?: (signal: AbortSignal, stats: FollowStats) => AsyncIterable<LogEvent>;
+  /** Or: a reader opened before `from` was known to be the stream's end (it starts live). Closed when done. */
+  readonly reader?: StreamReader;
   /** A resume: measured as a replay (span `tether.replay`, replay size and lag metrics). */
   readonly replay?: boolean;
   readonly headers: Readonly<Record<string, string>>;
@@ -55,7 +57,10 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
   const replaySpan: Span | undefined = options.replay === true ? ctx.tracer.startSpan('tether.replay', { attributes: { 'tether.stream': options.stream, 'tether.cursor.seq': options.from.seq } }) : undefined;
   ctx.metrics.streamsOpen.add(1);
   try {
-    const source = options.events?.(abort.signal, stats) ?? ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
+    const source =
+      options.events?.(abort.signal, stats) ??
+      options.reader?.follow(options.from, { signal: abort.signal, stats }) ??
+      ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
     const events = replaySpan === undefined ? source : linkFirst(source, replaySpan, replayed);
     const result = await deliver(res, events, {
       headers: options.headers,
@@ -89,6 +94,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       replaySpan.end();
     }
     clearInterval(watchdog);
+    options.reader?.close();
     res.off('close', onClose);
     unregister();
     void req;

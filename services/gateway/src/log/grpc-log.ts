@@ -177,6 +177,11 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       if (followOptions.endedAtCursor === true) return (async function* () {})();
       return follower(sessionId, stream, from, followOptions.signal);
     },
+    // The service's Follow already starts with the log; nothing to open ahead.
+    openReader: (session, stream) => ({
+      follow: (from, followOptions = {}) => follower(session.sessionId, stream, from, followOptions.signal),
+      close: () => undefined,
+    }),
 
     acquireLease: async (sessionId, stream, owner, ttlMs) => toLease((await call(client.acquireLease, { sessionId, stream, owner, ttlMs })).lease),
     renewLease: async (lease, ttlMs) => toLease((await call(client.renewLease, { lease: { ...lease }, ttlMs })).lease),

@@ -20,6 +20,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     readPage: (sessionId, stream, afterSeq, limit) => log.readPage(sessionId, stream, afterSeq, limit),
     resume: (sessionId, lastEventId, principal) => log.resume(sessionId, lastEventId, principal),
     follow: (sessionId, stream, from, followOptions) => log.follow(sessionId, stream, from, followOptions),
+    openReader: (session, stream) => log.openReader(session, stream),
     acquireLease: (sessionId, stream, owner, ttlMs) => log.leases.acquire(sessionId, stream, owner, ttlMs),
     renewLease: (lease, ttlMs) => log.leases.renew(lease, ttlMs),
     releaseLease: (lease) => log.leases.release(lease),

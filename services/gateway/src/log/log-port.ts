@@ -9,6 +9,7 @@ import type {
   LogEvent,
   ResumeResult,
   SessionRecord,
+  StreamReader,
 } from '@tether/session-log';
 
 /**
@@ -42,6 +43,12 @@ export interface LogPort {
   resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult>;
   /** Events of a stream after `from`, replay then live, ending after its `end`. */
   follow(sessionId: string, stream: string, from: Cursor, options?: FollowOptions): AsyncGenerator<LogEvent, void, undefined>;
+  /**
+   * A reader opened now, before the stream's next append or head read, so
+   * its `follow` can start live without a replay (in-process mode; over
+   * gRPC it is a plain follow). `close` it if it will never follow.
+   */
+  openReader(session: SessionRecord, stream: string): StreamReader;
 
   acquireLease(sessionId: string, stream: string, owner: string, ttlMs: number): Promise<Lease>;
   renewLease(lease: Lease, ttlMs: number): Promise<Lease>;

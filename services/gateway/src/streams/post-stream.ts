@@ -1,7 +1,7 @@
 import { context, trace } from '@opentelemetry/api';
 import { HttpHeader, newStreamId } from '@tether/protocol';
 import { traceparentOf } from '@tether/telemetry';
-import type { SessionRecord } from '@tether/session-log';
+import type { SessionRecord, StreamReader } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import { callUpstream, isEventStream } from '../upstream.js';
@@ -15,9 +15,11 @@ export interface StreamOpening {
 
 /**
  * Turns an upstream SSE answer into a logged stream: a fresh stream id, a
- * lease, the opening `prime` event (appended before the client is answered,
- * so its id is a cursor from the first byte), then the pump in the
- * background. Returns the stream id; the caller serves the client from the log.
+ * reader opened before anything is stored (so serving the client needs no
+ * replay), a lease, the opening `prime` event (appended before the client is
+ * answered, so its id is a cursor from the first byte), then the pump in the
+ * background. Returns the stream id and the reader; the caller serves the
+ * client from the log with it.
  */
 export async function startPostStream(
   ctx: GatewayContext,
@@ -26,14 +28,20 @@ export async function startPostStream(
   requestIds: readonly string[],
   abort: AbortController,
   protocolVersion: string | undefined,
-): Promise<string> {
+): Promise<{ stream: string; reader: StreamReader }> {
   const stream = newStreamId();
   const { sessionId } = session;
-  const lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
-  const opening: StreamOpening = { requests: [...requestIds] };
-  await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)));
-  runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, lease, protocolVersion);
-  return stream;
+  const reader = ctx.log.openReader(session, stream);
+  try {
+    const lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
+    const opening: StreamOpening = { requests: [...requestIds] };
+    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)));
+    runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, lease, protocolVersion);
+  } catch (err) {
+    reader.close();
+    throw err;
+  }
+  return { stream, reader };
 }
 
 /** Runs a pump under a lease and a deadline, and registers it so drain and close can stop it. */
