@@ -66,7 +66,7 @@ export interface ChaosReport {
   /** SDK resumes whose cursor was lost (the guard held back the priming echo), by consequence. */
   readonly cursorLosses: Readonly<Record<string, number>>;
   readonly logAnomalies: { readonly total: number; readonly byKind: Readonly<Record<string, number>>; readonly examples: readonly Violation[] };
-  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number };
+  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
 }
 
 const EXAMPLES = 40;
@@ -182,7 +182,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       guardReports,
       cursorLosses: result.cursorLosses,
       logAnomalies: { total: result.logAnomalies.length, byKind: counts.logAnomalies, examples: result.logAnomalies.slice(0, EXAMPLES) },
-      verification: { ...result.verification, tapMessages: tap.stats.messages, tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged },
+      verification: { ...result.verification, tapMessages: tap.stats.messages, tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
     };
   } finally {
     hardStop.abort();

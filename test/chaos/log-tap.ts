@@ -4,6 +4,13 @@
  * last position it saw whenever a node dies under it), so events of sessions
  * that were later terminated and purged can still be compared with what
  * clients received. It keeps digests, never payloads.
+ *
+ * A consumer reads one replica's store, and under repeated leader kills
+ * nats-server 2.9.10 replicas can disagree on sequence numbers. So the tap
+ * also listens to the stream's republish (`<prefix>.live.>`), which the
+ * stream leader sends as it stores each message with its own sequence: where
+ * both copies hold an event and disagree, the leader's wins, and the
+ * disagreement is counted (`replicaMismatches`).
  */
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -31,7 +38,8 @@ export interface LogTap {
   /** Stored messages per `<session>/<stream>`, in log order. */
   readonly streams: ReadonlyMap<string, readonly LogRecord[]>;
   /** Messages read, and how many times the reader had to be rebuilt. */
-  readonly stats: { messages: number; rebuilds: number; lastPos: number; holesFilled: number; holesPurged: number };
+  /** `replicaMismatches`: events the consumer's replica numbered differently from the leader (replaced by the leader's). */
+  readonly stats: { messages: number; rebuilds: number; lastPos: number; holesFilled: number; holesPurged: number; leaderCopies: number; replicaMismatches: number };
   /** Positions the tap missed and found gone when it looked them up (purged with their session). */
   readonly purged: ReadonlySet<number>;
   /** Waits (bounded) until the tap has read everything stored so far, then stops. */
@@ -46,8 +54,25 @@ export async function startLogTap(servers: readonly string[], streamName: string
   const jsm: JetStreamManager = await jetstreamManager(nc, { timeout: 5_000 });
   const js = jetstream(nc, { timeout: 5_000 });
   const streams = new Map<string, LogRecord[]>();
-  const stats = { messages: 0, rebuilds: 0, lastPos: 0, holesFilled: 0, holesPurged: 0 };
+  const stats = { messages: 0, rebuilds: 0, lastPos: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0 };
   const prefix = `${subjectPrefix}.log.`;
+  // The leader's copy: `<session>/<stream>` → seq → record (pos = the leader's sequence).
+  const leader = new Map<string, Map<number, LogRecord>>();
+  const livePrefix = `${subjectPrefix}.live.`;
+  const liveSub = nc.subscribe(`${livePrefix}>`, {
+    callback: (err, msg) => {
+      if (err !== null || stopped) return;
+      const pos = Number(msg.headers?.get('Nats-Sequence'));
+      const [session, stream] = msg.subject.slice(livePrefix.length).split('.');
+      if (!Number.isSafeInteger(pos) || session === undefined || stream === undefined) return;
+      const record = toRecord(pos, msg.headers, msg.data);
+      const key = `${session}/${stream}`;
+      const bySeq = leader.get(key) ?? new Map<number, LogRecord>();
+      if (bySeq.size === 0) leader.set(key, bySeq);
+      bySeq.set(record.seq, record);
+      stats.leaderCopies += 1;
+    },
+  });
   let stopped = false;
   let caughtUpAt = 0;
   const holes: number[] = [];
@@ -64,18 +89,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
     const list = streams.get(key) ?? [];
     if (list.length === 0) streams.set(key, list);
     // A rebuilt reader starts after the last position it saw: never twice the same message.
-    const h = (name: string): string => headers?.get(name) ?? '';
-    list.push({
-      pos,
-      seq: Number(h(LogHeader.seq)),
-      prev: Number(h(LogHeader.prev)),
-      epoch: h(LogHeader.epoch),
-      kind: h(LogHeader.kind),
-      digest: digest(data),
-      endReason: h(LogHeader.endReason) || undefined,
-      upstreamId: h(LogHeader.upstreamId) || undefined,
-      response: responseOf(data),
-    });
+    list.push(toRecord(pos, headers, data));
   };
 
   const loop = (async () => {
@@ -148,9 +162,39 @@ export async function startLogTap(servers: readonly string[], streamName: string
         }
       }
       holes.length = 0;
+      liveSub.unsubscribe();
+      // The same event (seq, chain link, bytes) at another position in the
+      // replica than in the leader: the replica's numbering is off, the leader's wins.
+      // (Two different events at one seq are left as read: a fork the checker reports.)
+      for (const [key, list] of streams) {
+        const bySeq = leader.get(key);
+        if (bySeq === undefined) continue;
+        for (const [i, r] of list.entries()) {
+          const l = bySeq.get(r.seq);
+          if (l !== undefined && l.pos !== r.pos && l.digest === r.digest && l.prev === r.prev && l.epoch === r.epoch) {
+            stats.replicaMismatches += 1;
+            list[i] = l;
+          }
+        }
+      }
       for (const list of streams.values()) list.sort((a, b) => a.pos - b.pos);
       await nc.close().catch(() => undefined);
     },
+  };
+}
+
+function toRecord(pos: number, headers: { get(name: string): string } | undefined, data: Uint8Array): LogRecord {
+  const h = (name: string): string => headers?.get(name) ?? '';
+  return {
+    pos,
+    seq: Number(h(LogHeader.seq)),
+    prev: Number(h(LogHeader.prev)),
+    epoch: h(LogHeader.epoch),
+    kind: h(LogHeader.kind),
+    digest: digest(data),
+    endReason: h(LogHeader.endReason) || undefined,
+    upstreamId: h(LogHeader.upstreamId) || undefined,
+    response: responseOf(data),
   };
 }
 

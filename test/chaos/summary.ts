@@ -29,7 +29,7 @@ export function formatSummary(report: ChaosReport, command: string): string {
   table('silent violations by kind:', report.silentViolations.byKind);
   table('log anomalies by kind:', report.logAnomalies.byKind);
   const v = report.verification;
-  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole)`);
+  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole; ${v.tapReplicaMismatches} events its replica numbered differently from the stream leader, the leader's copy used)`);
   for (const example of report.silentViolations.examples.slice(0, 10)) lines.push(`  VIOLATION ${JSON.stringify(example)}`);
   return lines.join('\n');
 }

@@ -153,7 +153,7 @@ export class SessionLog {
     const key = `${sessionId}.${stream}`;
     let pending = this.#writers.get(key);
     if (pending === undefined) {
-      pending = this.openWriter(sessionId, stream);
+      pending = this.openWriter(sessionId, stream, options?.existing === true);
       this.#writers.set(key, pending);
       if (this.#writers.size > this.#maxOpenWriters) this.#writers.delete(this.#writers.keys().next().value as string);
     }
@@ -187,12 +187,12 @@ export class SessionLog {
   }
 
   /** A writer for one stream, positioned at its current end. Hold a lease while using it. */
-  async openWriter(sessionId: string, stream: string): Promise<StreamWriter> {
+  async openWriter(sessionId: string, stream: string, existing = false): Promise<StreamWriter> {
     assertStreamId(stream);
     const session = await this.sessions.get(sessionId);
     if (session === undefined) throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     if (session.state !== 'active') throw new SessionLogError(SessionLogErrorCode.sessionClosed, 'the session is closed', { sessionId });
-    return StreamWriter.open(this.#ctx, sessionId, stream, session.epoch);
+    return StreamWriter.open(this.#ctx, sessionId, stream, session.epoch, existing);
   }
 
   /**

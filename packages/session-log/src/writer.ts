@@ -16,6 +16,15 @@ export interface AppendOptions {
   readonly endReason?: EndReason;
   /** W3C traceparent to carry in the message headers. */
   readonly traceparent?: string;
+  /**
+   * The caller knows the stream already holds events (a writer taking over,
+   * the GET stream after initialize). If the log then answers that it holds
+   * none, the answer is stale (nats-server 2.9.10 lets a stream leader that
+   * has not caught up answer; the chaos run saw it), and the append fails
+   * `log_unavailable` instead of starting the stream over at seq 1, which
+   * the expected-last-subject-sequence check cannot refuse (2.9.10 ignores 0).
+   */
+  readonly existing?: boolean;
 }
 
 export interface AppendResult {
@@ -66,12 +75,15 @@ export class StreamWriter {
    * Opens the writer at the stream's current end: the last message of its
    * subject. A writer taking over from a dead one continues its chain.
    */
-  static async open(ctx: LogContext, sessionId: string, stream: string, epoch: string): Promise<StreamWriter> {
+  static async open(ctx: LogContext, sessionId: string, stream: string, epoch: string, existing = false): Promise<StreamWriter> {
     let last: StoredMsg | null;
     try {
       last = await ctx.jsm.streams.getMessage(ctx.config.streamName, { last_by_subj: ctx.subjects.log(sessionId, stream) });
     } catch (err) {
       throw unavailable(err);
+    }
+    if (last === null && existing) {
+      throw new SessionLogError(SessionLogErrorCode.logUnavailable, 'the log answered that a stream with events holds none (a leader still catching up?); retry', { sessionId, stream });
     }
     if (last === null) return new StreamWriter(ctx, sessionId, stream, epoch, { seq: 0, pos: 0 }, false);
     const decoded = decodeLogEvent(sessionId, stream, last.seq, last.header, last.data);

@@ -60,6 +60,19 @@ describe('append', () => {
     ]);
   });
 
+  it('a writer told the stream has events never starts it over when the log answers it has none', async () => {
+    // What a stream leader that has not caught up answers (nats-server 2.9.10):
+    // "no message" for a stream that has events. Starting at seq 1 again would fork it.
+    const s = await log.createSession(ALICE);
+    const stream = log.newStreamId();
+    await expect(log.append(s.sessionId, stream, 'event', bytes('x'), { existing: true })).rejects.toMatchObject({ code: 'log_unavailable' });
+    expect(await log.readPage(s.sessionId, stream, 0, 10)).toEqual([]);
+    // Without the claim, a new stream starts at seq 1; with it, an existing one continues.
+    await log.append(s.sessionId, stream, 'prime', bytes(''));
+    const other = await fx.open({ streamName: log.config.streamName, subjectPrefix: log.config.subjectPrefix, sessionsBucket: log.config.sessionsBucket, leasesBucket: log.config.leasesBucket });
+    await expect(other.append(s.sessionId, stream, 'event', bytes('y'), { existing: true })).resolves.toMatchObject({ seq: 2 });
+  });
+
   it('the tripwire stops a stale writer: it gets writer_conflict and nothing is written', async () => {
     const s = await log.createSession(ALICE);
     const stale = await log.openWriter(s.sessionId, '0');

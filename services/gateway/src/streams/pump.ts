@@ -54,7 +54,8 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const startedAt = performance.now();
-        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField });
+        // A pump always writes after the stream's opening prime: it is never empty.
+        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, existing: true });
         options.onAppend?.(performance.now() - startedAt);
         if (options.counters !== undefined) options.counters.appended += 1;
         return;
