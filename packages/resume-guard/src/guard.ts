@@ -117,7 +117,7 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     entry.dead = true;
     report(err);
     if (auto) await reinitialize(session, err);
-    const replacement = entry.requestIds.length > 0 ? errorEvents(entry.requestIds, err.message, err.toJSON()) : undefined;
+    const replacement = entry.requestIds.length > 0 ? errorEvents(entry.requestIds, err.message, err.toJSON(), entry.history.lastId ?? err.lastEventId) : undefined;
     if (replacement !== undefined) entry.failed = true;
     return { replacement, error: err };
   };
@@ -264,10 +264,17 @@ function findingError(f: StreamFinding, at: { sessionId: string; lastEventId: st
   });
 }
 
-/** One SSE `message` event per pending request, carrying a JSON-RPC error. */
-function errorEvents(ids: readonly JsonRpcId[], message: string, data: Record<string, unknown>): Uint8Array {
+/**
+ * One SSE `message` event per pending request, carrying a JSON-RPC error.
+ * They repeat the client's cursor as their id: the SDK counts only a result
+ * as the end of a request, so it reconnects after these, and without an id
+ * it would reconnect with no `Last-Event-ID` at all, opening a stray GET
+ * stream that supersedes its real one. With the cursor, the guard refuses
+ * that reconnection locally and the SDK gives up after its retries.
+ */
+function errorEvents(ids: readonly JsonRpcId[], message: string, data: Record<string, unknown>, cursor: string | undefined): Uint8Array {
   const error = { code: RESUME_VIOLATION_RPC_CODE, message, data };
-  const text = ids.map((id) => encodeSseEvent({ event: 'message', data: JSON.stringify({ jsonrpc: '2.0', id, error }) })).join('');
+  const text = ids.map((id) => encodeSseEvent({ ...(cursor === undefined ? {} : { id: cursor }), event: 'message', data: JSON.stringify({ jsonrpc: '2.0', id, error }) })).join('');
   return new TextEncoder().encode(text);
 }
 
@@ -303,7 +310,7 @@ function refuseLocally(cursor: string, sessionId: string, refusal: LocalRefusal)
     entry.failed = true;
     entry.dead = true;
     const data = { code: refusal.reason === 'failed' ? ResumeViolationCode.explicitRefusal : ResumeGuardErrorCode.sessionReplaced, message, lastEventId: cursor, sessionId, ...(refusal.previousSessionId === undefined ? {} : { previousSessionId: refusal.previousSessionId }) };
-    return sseResponse(errorEvents(entry.requestIds, message, data), sessionId);
+    return sseResponse(errorEvents(entry.requestIds, message, data, cursor), sessionId);
   }
   const error = { code: -32001, message };
   return new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error }), {

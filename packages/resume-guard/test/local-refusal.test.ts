@@ -91,6 +91,8 @@ describe('resumes the guard answers itself', () => {
         expect(first.status).toBe(200);
         expect(first.headers.get('mcp-session-id')).toBe('s2');
         const text = await first.text();
+        // It repeats the cursor, so the SDK's reconnection carries it (and is refused here) instead of opening a stray GET.
+        expect(text).toMatch(/^id: a-2$/m);
         const message = JSON.parse(/^data: (.*)$/m.exec(text)?.[1] ?? 'null') as { id: number; error: { code: number; data: { code: string } } };
         expect(message.id).toBe(7);
         expect(message.error.code).toBe(RESUME_VIOLATION_RPC_CODE);
