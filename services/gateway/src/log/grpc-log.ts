@@ -128,8 +128,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       return run;
     },
     head,
-    readPage: async (sessionId, stream, afterSeq, limit) =>
-      (await call(client.read, { sessionId, stream, afterSeq, limit, afterPos: undefined })).events.map((e) => toLogEvent(sessionId, e)),
+    readPage: async (sessionId, stream, afterSeq, limit, afterPos) =>
+      (await call(client.read, { sessionId, stream, afterSeq, limit, afterPos })).events.map((e) => toLogEvent(sessionId, e)),
 
     async resume(sessionId, lastEventId, principal) {
       const stream = client.resume({ sessionId, lastEventId, principal });

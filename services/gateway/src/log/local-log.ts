@@ -17,7 +17,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     closeSession: (sessionId, from) => log.closeSession(sessionId, from),
     append: (sessionId, stream, kind, payload, appendOptions) => log.append(sessionId, stream, kind, payload, appendOptions),
     head: (sessionId, stream) => log.head(sessionId, stream),
-    readPage: (sessionId, stream, afterSeq, limit) => log.readPage(sessionId, stream, afterSeq, limit),
+    readPage: (sessionId, stream, afterSeq, limit, afterPos) => log.readPage(sessionId, stream, afterSeq, limit, afterPos),
     resume: (sessionId, lastEventId, principal) => log.resume(sessionId, lastEventId, principal),
     follow: (sessionId, stream, from, followOptions) => log.follow(sessionId, stream, from, followOptions),
     openReader: (session, stream) => log.openReader(session, stream),

@@ -36,8 +36,13 @@ export interface LogPort {
   /** The last event of a stream, or undefined when it has none. */
   head(sessionId: string, stream: string): Promise<LogEvent | undefined>;
 
-  /** Up to `limit` stored events of a stream after `afterSeq` (a writer taking over reads the stream's opening). */
-  readPage(sessionId: string, stream: string, afterSeq: number, limit: number): Promise<LogEvent[]>;
+  /**
+   * Up to `limit` stored events of a stream after `afterSeq` (a writer taking
+   * over reads what the stream holds). With `afterPos`, the position of the
+   * event at `afterSeq`, the page starts there instead of scanning the stream
+   * from its start.
+   */
+  readPage(sessionId: string, stream: string, afterSeq: number, limit: number, afterPos?: number): Promise<LogEvent[]>;
 
   /** DESIGN section 7 classification; on `resumed`, `events()` yields the suffix. */
   resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult>;

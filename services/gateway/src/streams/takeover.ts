@@ -59,21 +59,23 @@ export async function takeOverIfOrphaned(
 
 /**
  * The requests a stream still owes: those its opening `prime` names, less the
- * responses already recorded. Reads the stream up to `headSeq`, page by page.
+ * responses already recorded. One pass over the stream up to `headSeq`, each
+ * page chained to the last event read (by its position), so nothing is read twice.
  */
 async function owedRequests(ctx: GatewayContext, sessionId: string, stream: string, headSeq: number): Promise<Set<string>> {
-  const [opening] = await ctx.log.readPage(sessionId, stream, 0, 1);
-  const owed = new Set(parseOpening(opening?.payload).requests);
-  let after = 1;
-  while (owed.size > 0 && after < headSeq) {
-    const page = await ctx.log.readPage(sessionId, stream, after, TAKEOVER_PAGE);
+  let owed: Set<string> | undefined;
+  let after: { seq: number; pos: number } = { seq: 0, pos: 0 };
+  while ((owed === undefined || owed.size > 0) && after.seq < headSeq) {
+    const page = await ctx.log.readPage(sessionId, stream, after.seq, TAKEOVER_PAGE, after.seq === 0 ? undefined : after.pos);
     if (page.length === 0) break;
     for (const event of page) {
-      if (event.kind === 'event') for (const id of responseIds(Buffer.from(event.payload).toString('utf8'))) owed.delete(id);
+      if (event.seq === 1) owed = new Set(parseOpening(event.payload).requests);
+      else if (event.kind === 'event' && owed !== undefined) for (const id of responseIds(Buffer.from(event.payload).toString('utf8'))) owed.delete(id);
     }
-    after = page[page.length - 1]!.seq;
+    const last = page[page.length - 1]!;
+    after = { seq: last.seq, pos: last.pos };
   }
-  return owed;
+  return owed ?? new Set();
 }
 
 function parseOpening(payload: Uint8Array | undefined): StreamOpening {
