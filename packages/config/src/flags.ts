@@ -112,6 +112,35 @@ export function rawValue<F extends FlagSpec>(flags: readonly F[], name: F['flag'
   return sources.env[spec.env] ?? sources.file.get(name) ?? spec.fallback;
 }
 
+/** What `readSettings` gives a service: each flag's winning raw value, and the config file it read. */
+export interface Settings<Name extends string> {
+  raw(name: Name): string;
+  /** The `--config` file read (from the flag or its environment twin), or '' for none. */
+  readonly configPath: string;
+}
+
+/**
+ * Sets up the four layers once for a service: argv parsed, the config file
+ * (named by the last `--config`, else its environment twin) read, and
+ * `raw(name)` resolving each flag by `rawValue`'s precedence. Each service
+ * then checks what the values mean.
+ *
+ * @throws ConfigError `invalid_config` from `parseArgs` or `readConfigFile`
+ */
+export function readSettings<F extends FlagSpec>(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (path: string) => string,
+  flags: readonly F[],
+  options: FlagOptions = {},
+): Settings<F['flag']> {
+  const given = parseArgs(argv, flags);
+  const configEnv = flags.find((f) => f.flag === 'config')?.env;
+  const configPath = given.get('config' as F['flag'])?.at(-1) ?? (configEnv === undefined ? undefined : env[configEnv]) ?? '';
+  const file = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile, flags, options);
+  return { configPath, raw: (name) => rawValue(flags, name, { given, env, file }, options) };
+}
+
 /**
  * Built from the same table the parser reads, so `--help` can never list a
  * flag the parser refuses or miss one it accepts. Widths are the caller's, to

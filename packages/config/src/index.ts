@@ -9,8 +9,8 @@
  */
 
 // Flags, environment and the config file.
-export { parseArgs, readConfigFile, rawValue, helpLines } from './flags.js';
-export type { FlagSpec, FlagOptions, FlagSources, HelpLayout } from './flags.js';
+export { readSettings, parseArgs, readConfigFile, rawValue, helpLines } from './flags.js';
+export type { FlagSpec, FlagOptions, FlagSources, HelpLayout, Settings } from './flags.js';
 
 // Value checks.
 export { list, int, duration, matching } from './values.js';

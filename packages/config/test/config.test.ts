@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as config from '@tether/config';
-import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile } from '@tether/config';
+import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile, readSettings } from '@tether/config';
 import type { FlagSpec } from '@tether/config';
 
 const FLAGS = [
@@ -77,6 +77,28 @@ describe('rawValue', () => {
     expect(raw(['--route', '/a=u1,u2', '--route', '/b=u3'], {}, 'route')).toBe('/a=u1,u2;/b=u3');
     expect(raw([], {}, 'peer')).toBe('f1,f2');
     expect(rawValue(FLAGS, 'route', { given: parseArgs(['--route', 'x', '--route', 'y'], FLAGS), env: {}, file }, {})).toBe('x,y');
+  });
+});
+
+describe('readSettings', () => {
+  const files: Record<string, string> = { '/a.json': '{"port": 3, "name": "a"}', '/b.json': '{"port": 4}' };
+  const readFile = (path: string): string => {
+    const text = files[path];
+    if (text === undefined) throw new Error(`ENOENT ${path}`);
+    return text;
+  };
+
+  it('reads the file named by the last --config, else by its environment twin, under flags and env', () => {
+    const fromFlag = readSettings(['--config', '/b.json', '--config', '/a.json'], { T_CONFIG: '/b.json', T_PORT: '2' }, readFile, FLAGS, OPTIONS);
+    expect([fromFlag.configPath, fromFlag.raw('port'), fromFlag.raw('name')]).toEqual(['/a.json', '2', 'a']);
+    const fromEnv = readSettings([], { T_CONFIG: '/b.json' }, readFile, FLAGS, OPTIONS);
+    expect([fromEnv.configPath, fromEnv.raw('port'), fromEnv.raw('peer')]).toEqual(['/b.json', '4', 'a,b']);
+    const none = readSettings(['--port', '1'], {}, readFile, FLAGS, OPTIONS);
+    expect([none.configPath, none.raw('port')]).toEqual(['', '1']);
+  });
+
+  it('refuses an unreadable config file, naming it', () => {
+    expect(refusal(() => readSettings(['--config', '/missing.json'], {}, readFile, FLAGS, OPTIONS)).message).toContain('/missing.json');
   });
 });
 
@@ -175,7 +197,7 @@ describe('package boundary', () => {
   const here = (p: string): URL => new URL(p, import.meta.url);
 
   it('exports exactly the public runtime surface', () => {
-    expect(Object.keys(config).sort()).toEqual(['ConfigError', 'duration', 'helpLines', 'int', 'list', 'matching', 'parseArgs', 'rawValue', 'readConfigFile']);
+    expect(Object.keys(config).sort()).toEqual(['ConfigError', 'duration', 'helpLines', 'int', 'list', 'matching', 'parseArgs', 'rawValue', 'readConfigFile', 'readSettings']);
   });
 
   it('ConfigError keeps the name and code both services exported', () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile } from '@tether/config';
+import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
 
 export { ConfigError };
@@ -78,7 +78,6 @@ const FLAG_OPTIONS: FlagOptions = { separator: (flag) => (flag === 'route' ? ';'
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
-type FlagName = (typeof FLAGS)[number]['flag'];
 
 export function helpText(): string {
   const lines = [
@@ -98,10 +97,7 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): GatewayConfig {
-  const given = parseArgs(argv, FLAGS);
-  const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
-  const file = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile, FLAGS, FLAG_OPTIONS);
-  const raw = (name: FlagName): string => rawValue(FLAGS, name, { given, env, file }, FLAG_OPTIONS);
+  const { raw } = readSettings(argv, env, readFile, FLAGS, FLAG_OPTIONS);
 
   const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
   const routes: Route[] = [];

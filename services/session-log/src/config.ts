@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError, duration, helpLines, int, list, matching, parseArgs, rawValue, readConfigFile } from '@tether/config';
+import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
 import { isSessionLogError, resolveConfig } from '@tether/session-log';
 import { parseTokens } from './auth.js';
@@ -31,7 +31,6 @@ export const FLAGS = [
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings keyed by flag name (e.g. {"port": 50051, "token": ["gw:…"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
-type FlagName = (typeof FLAGS)[number]['flag'];
 
 /** A token's value is a secret: config-file errors say what is wrong with it without printing it. */
 const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token'] };
@@ -84,10 +83,7 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): ServiceConfig {
-  const given = parseArgs(argv, FLAGS);
-  const configPath = given.get('config')?.at(-1) ?? env.TETHER_CONFIG ?? '';
-  const file = configPath === '' ? new Map<string, string>() : readConfigFile(configPath, readFile, FLAGS, FLAG_OPTIONS);
-  const raw = (name: FlagName): string => rawValue(FLAGS, name, { given, env, file }, FLAG_OPTIONS);
+  const { raw, configPath } = readSettings(argv, env, readFile, FLAGS, FLAG_OPTIONS);
   const read = (flag: string, path: string): string => {
     try {
       return readFile(path);
