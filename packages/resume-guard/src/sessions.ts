@@ -55,11 +55,7 @@ export class SessionState {
       this.#byEventId.delete(id);
       this.#byEventId.set(id, entry);
     }
-    while (this.#byEventId.size > this.#maxIds) {
-      const oldest = this.#byEventId.keys().next();
-      if (oldest.done === true) break;
-      this.#byEventId.delete(oldest.value);
-    }
+    dropOldest(this.#byEventId, this.#maxIds);
   }
 }
 
@@ -120,11 +116,7 @@ export class SessionTable {
   open(id: string, init: InitRecord | undefined): SessionState {
     const s = new SessionState(id, init, this.#maxIds);
     this.#sessions.set(id, s);
-    while (this.#sessions.size > this.#maxSessions) {
-      const oldest = this.#sessions.keys().next();
-      if (oldest.done === true) break;
-      this.#sessions.delete(oldest.value);
-    }
+    dropOldest(this.#sessions, this.#maxSessions);
     return s;
   }
 
@@ -134,11 +126,7 @@ export class SessionTable {
     const state = this.#sessions.get(id);
     if (state !== undefined) {
       this.#retiredStates.set(id, state);
-      while (this.#retiredStates.size > MAX_RETIRED_STATES) {
-        const oldest = this.#retiredStates.keys().next();
-        if (oldest.done === true) break;
-        this.#retiredStates.delete(oldest.value);
-      }
+      dropOldest(this.#retiredStates, MAX_RETIRED_STATES);
     }
     this.#sessions.delete(id);
     if (replacement !== undefined) this.#aliases.set(id, replacement);
@@ -159,5 +147,13 @@ export class SessionTable {
 
   forget(id: string): void {
     this.#sessions.delete(id);
+  }
+}
+
+/** Bounds a map used as an LRU (insertion order = use order): forgets the oldest entries beyond `max`. */
+function dropOldest(map: Map<string, unknown>, max: number): void {
+  for (const key of map.keys()) {
+    if (map.size <= max) return;
+    map.delete(key);
   }
 }
