@@ -21,6 +21,7 @@ export function fuzzParams<Ts>(runs: number): fc.Parameters<Ts> {
 export class CaseCounter {
   readonly #counts = new Map<string, number>();
   readonly #notes = new Map<string, Map<string, number>>();
+  readonly #slowestMs = new Map<string, number>();
 
   hit(property: string): void {
     this.#counts.set(property, (this.#counts.get(property) ?? 0) + 1);
@@ -31,6 +32,11 @@ export class CaseCounter {
     const notes = this.#notes.get(property) ?? new Map<string, number>();
     notes.set(outcome, (notes.get(outcome) ?? 0) + 1);
     this.#notes.set(property, notes);
+  }
+
+  /** Records how long one answer took; the summary prints each property's slowest (bounds in the stacks are for hangs, not latency). */
+  time(property: string, elapsedMs: number): void {
+    this.#slowestMs.set(property, Math.max(this.#slowestMs.get(property) ?? 0, elapsedMs));
   }
 
   count(property: string): number {
@@ -54,7 +60,8 @@ export class CaseCounter {
         .sort((a, b) => b[1] - a[1])
         .map(([k, v]) => `${k}×${v}`)
         .join(' ');
-      lines.push(`  ${name}: ${n} cases${outcomes === '' ? '' : ` (${outcomes})`}`);
+      const slowest = this.#slowestMs.get(name);
+      lines.push(`  ${name}: ${n} cases${slowest === undefined ? '' : `, slowest answer ${slowest.toFixed(0)} ms`}${outcomes === '' ? '' : ` (${outcomes})`}`);
     }
     return lines.join('\n');
   }
