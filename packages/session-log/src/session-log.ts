@@ -146,8 +146,9 @@ export class SessionLog {
    * opens a writer positioned at the stream's current end.
    *
    * A `log_unavailable` failure means the outcome is unknown. Retrying the
-   * same call (same kind and bytes) is safe: if the first attempt landed,
-   * the retry returns its id instead of appending a duplicate.
+   * same call (same kind and bytes) with `retry: true` is safe: if the first
+   * attempt landed, the retry returns its id instead of appending a
+   * duplicate. Without `retry` the event is appended after whatever landed.
    */
   async append(sessionId: string, stream: string, kind: EventKind, payload: Uint8Array, options?: AppendOptions): Promise<AppendResult> {
     const key = `${sessionId}.${stream}`;
@@ -165,10 +166,12 @@ export class SessionLog {
       throw err;
     }
     const doubt = this.#inDoubt.get(key);
-    if (doubt !== undefined) {
+    this.#inDoubt.delete(key);
+    if (doubt !== undefined && options?.retry === true) {
       // The caller is retrying after an unknown outcome. If that append did
-      // land, appending again would duplicate it under a new seq.
-      this.#inDoubt.delete(key);
+      // land, appending again would duplicate it under a new seq. (Not
+      // without the flag: an equal event may be a new one, and taking it
+      // for the retry would silently drop it.)
       const landed = await writer.settle(doubt);
       if (landed !== undefined && doubt.kind === kind && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
         return landed;

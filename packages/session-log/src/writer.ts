@@ -25,6 +25,16 @@ export interface AppendOptions {
    * the expected-last-subject-sequence check cannot refuse (2.9.10 ignores 0).
    */
   readonly existing?: boolean;
+  /**
+   * This call repeats one that failed `log_unavailable` (its outcome is
+   * unknown): if that one landed, its result is returned instead of
+   * appending the event a second time. Only a caller knows whether an event
+   * equal to the last one is a retry or a new event (two `list_changed`
+   * notifications are byte for byte the same), so without this flag an
+   * equal event is always appended. Covers retries on the same `SessionLog`;
+   * across instances, a writer taking over reads the log first.
+   */
+  readonly retry?: boolean;
 }
 
 export interface AppendResult {

@@ -41,11 +41,12 @@ describe('3-node R3 cluster', () => {
       const kind = i === 400 ? 'end' : 'event';
       for (let attempt = 0; ; attempt += 1) {
         try {
-          acked.push((await log.append(session.sessionId, stream, kind, bytes(String(i)))).id);
+          acked.push((await log.append(session.sessionId, stream, kind, bytes(String(i)), { retry: attempt > 0 })).id);
           break;
         } catch (err) {
           // An append whose outcome is unknown is an explicit error; the
-          // writer is rebuilt from the log on the next call.
+          // writer is rebuilt from the log on the next call, which says it
+          // is a retry (`retry`) so a first attempt that landed is not repeated.
           if (!isSessionLogError(err) || attempt > 50) throw err;
           explicitFailures.push((err as { code: string }).code);
           await sleep(200);

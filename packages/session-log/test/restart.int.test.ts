@@ -17,9 +17,10 @@ afterAll(async () => {
 /** Appends, retrying explicit failures while the server is away; gives up after `deadlineMs`. */
 async function appendThroughOutage(log: SessionLog, sessionId: string, stream: string, payload: string, deadlineMs: number) {
   const until = Date.now() + deadlineMs;
-  for (;;) {
+  for (let attempt = 1; ; attempt += 1) {
     try {
-      return await log.append(sessionId, stream, 'event', bytes(payload));
+      // `retry`: an attempt that failed with an unknown outcome may have landed.
+      return await log.append(sessionId, stream, 'event', bytes(payload), { retry: attempt > 1 });
     } catch (err) {
       if (!isSessionLogError(err) || Date.now() > until) throw err;
       await sleep(100);

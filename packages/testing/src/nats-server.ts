@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { releaseDir, spawnTracked, trackOwnedDir, type SpawnedChild } from './children.js';
@@ -41,6 +41,13 @@ export interface NatsServer {
    * `nats_server_start_failed` / `nats_server_ready_timeout`.
    */
   restart(): Promise<void>;
+  /**
+   * SIGSTOP: the process stays connected but answers nothing, so requests
+   * time out while what clients wrote waits in its sockets (acks lost, not
+   * messages). `thaw()` (SIGCONT) lets it process them. No-op when stopped.
+   */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
   /** Stops if running and removes the store dir if we created it. Idempotent. */
   cleanup(): Promise<void>;
 }
@@ -107,6 +114,19 @@ export class ManagedNatsServer implements NatsServer {
 
   kill(): Promise<void> {
     return this.#serial(() => this.#terminate('SIGKILL'));
+  }
+
+  freeze(): Promise<void> {
+    return this.#serial(async () => {
+      const pid = this.pid;
+      this.#signal('SIGSTOP');
+      // The signal is delivered asynchronously: wait until the kernel says stopped ('T').
+      if (pid !== undefined) await waitStopped(pid);
+    });
+  }
+
+  thaw(): Promise<void> {
+    return this.#serial(async () => this.#signal('SIGCONT'));
   }
 
   restart(): Promise<void> {
@@ -197,10 +217,16 @@ export class ManagedNatsServer implements NatsServer {
     if (extraProbe !== undefined) await wait('cluster check', extraProbe);
   }
 
+  #signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    if (this.#state.t === 'running') this.#state.proc.child.kill(signal);
+  }
+
   async #terminate(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
     const state = this.#state;
     if (state.t !== 'running') return;
     const { child, exited } = state.proc;
+    // A frozen process would not act on SIGTERM.
+    child.kill('SIGCONT');
     child.kill(signal);
     // Go's runtime can take a while to act on SIGTERM on a loaded box, and
     // JetStream flushes on shutdown; past the grace period, crash it.
@@ -249,4 +275,15 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     throw err;
   }
   return server;
+}
+
+/** Until /proc says the process is stopped ('T'), for at most 2 s (then on regardless: the caller's own checks decide). */
+async function waitStopped(pid: number): Promise<void> {
+  const until = Date.now() + 2_000;
+  while (Date.now() < until) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    // Field 3, after the parenthesised command name.
+    if (stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }

@@ -15,8 +15,6 @@ export interface AppendLimits {
 /** Writers kept open; the oldest is dropped past this (it is rebuilt from the log when needed again). */
 const MAX_OPEN_WRITERS = 10_000;
 
-type InDoubtAppend = NonNullable<StreamWriter['inDoubt']>;
-
 /**
  * Append and AppendBatch, on this instance's own stream writers (not
  * `SessionLog.append`, whose writer position is private: `expected_seq` must
@@ -32,8 +30,6 @@ export class Appender {
   readonly #limits: AppendLimits;
   readonly #queues = new Map<string, Promise<unknown>>();
   readonly #writers = new Map<string, Promise<StreamWriter>>();
-  /** Appends whose outcome is unknown (every attempt lost its ack), per stream. */
-  readonly #doubts = new Map<string, InDoubtAppend>();
   readonly #onAppended: (ms: number) => void;
 
   /** `onAppended` gets the time from call to acknowledgement (queue wait included) of each append that succeeded. */
@@ -130,7 +126,7 @@ export class Appender {
       // last appended), so its last seq is what `expected_seq` is checked
       // against; a stale position is caught by the tripwire on append.
       const last = writer.last.seq;
-      if (expectedSeq <= last) return this.#duplicateOf(key, input, expectedSeq, last);
+      if (expectedSeq <= last) return this.#duplicateOf(input, expectedSeq, last);
       if (expectedSeq > last + 1) {
         throw new SessionLogError(SessionLogErrorCode.writerConflict, `expected_seq ${expectedSeq} would leave a gap: the stream's last seq is ${last}`, {
           sessionId: input.sessionId,
@@ -139,18 +135,11 @@ export class Appender {
           expectedSeq,
         });
       }
-      // Checked against the log: any earlier doubt about this stream is settled.
-      this.#doubts.delete(key);
-    } else {
-      // Without expected_seq, a retry after an unknown outcome is recognised
-      // as the library does it: the doubtful append is the log's last event.
-      const doubt = this.#doubts.get(key);
-      this.#doubts.delete(key);
-      const landed = doubt === undefined ? undefined : await writer.settle(doubt);
-      if (landed !== undefined && doubt?.kind === kind && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
-        return { ...landed, duplicate: true };
-      }
     }
+    // Without expected_seq the event goes to the end, whatever the seq
+    // (cursor.proto): a retry then cannot be told from a new equal event (two
+    // `list_changed` notifications are the same bytes), so it may be stored
+    // twice; taking an equal event for the retry would drop a real one.
     try {
       const result = await writer.append(kind, payload, options);
       if (writer.ended) this.#writers.delete(key);
@@ -158,7 +147,6 @@ export class Appender {
     } catch (err) {
       // A broken writer is rebuilt from the log on the next append.
       if (writer.broken || writer.ended) this.#writers.delete(key);
-      if (writer.inDoubt !== undefined) this.#doubts.set(key, writer.inDoubt);
       throw await this.#explain(err, input.sessionId);
     }
   }
@@ -166,7 +154,6 @@ export class Appender {
   /** Forgets the writers of a session this instance closed. */
   forgetSession(sessionId: string): void {
     for (const key of this.#writers.keys()) if (key.startsWith(`${sessionId}.`)) this.#writers.delete(key);
-    for (const key of this.#doubts.keys()) if (key.startsWith(`${sessionId}.`)) this.#doubts.delete(key);
   }
 
   /**
@@ -183,13 +170,12 @@ export class Appender {
   }
 
   /** `expected_seq` names an event the stream already holds: the same one (a retry) or a conflict. */
-  async #duplicateOf(key: string, input: ValidAppend, expectedSeq: number, last: number): Promise<AppendResponse> {
+  async #duplicateOf(input: ValidAppend, expectedSeq: number, last: number): Promise<AppendResponse> {
     const { sessionId, stream } = input;
     let stored: LogEvent | undefined;
     if (expectedSeq === last) stored = await this.#log.head(sessionId, stream);
     else stored = (await this.#log.readPage(sessionId, stream, expectedSeq - 1, 1))[0];
     if (stored !== undefined && stored.seq === expectedSeq && sameEvent(stored, input)) {
-      this.#doubts.delete(key);
       return { id: stored.id, seq: stored.seq, pos: stored.pos, duplicate: true };
     }
     throw new SessionLogError(SessionLogErrorCode.writerConflict, `seq ${expectedSeq} of this stream already holds another event`, {

@@ -55,12 +55,12 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       try {
         const startedAt = performance.now();
         // A pump always writes after the stream's opening prime: it is never empty.
-        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, existing: true });
+        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, existing: true, retry: attempt > 1 });
         options.onAppend?.(performance.now() - startedAt);
         if (options.counters !== undefined) options.counters.appended += 1;
         return;
       } catch (err) {
-        // Unknown outcome: retrying the same call is settled by the log, never duplicated.
+        // Unknown outcome: the retry says so (`retry`), and the log returns the first attempt if it landed.
         if (!isSessionLogError(err, 'log_unavailable') || attempt >= APPEND_RETRIES) throw err;
         await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
       }

@@ -391,7 +391,9 @@ export interface AppendRequest {
    * after a lost reply, on any instance, never duplicates an event. If the
    * seq holds other content, or the stream's last seq is not
    * `expected_seq - 1`, it is ABORTED (writer_conflict) and nothing is
-   * written. Unset: append at the end, whatever the seq.
+   * written. Unset: append at the end, whatever the seq; a retry after an
+   * unknown outcome may then store the event twice (an equal event may be a
+   * new one, so the service never takes it for the retry).
    */
   expectedSeq?: number | undefined;
 }

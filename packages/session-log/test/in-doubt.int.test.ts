@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SessionLog } from '@tether/session-log';
+import { ALICE, bytes, sleep, startLogFixture, text } from './fixtures.js';
+import type { LogFixture } from './fixtures.js';
+
+// This file freezes its own server (SIGSTOP), so it has one to itself.
+let fx: LogFixture;
+let log: SessionLog;
+beforeAll(async () => {
+  fx = await startLogFixture();
+  log = await fx.open({ requestTimeoutMs: 300 });
+});
+afterAll(async () => {
+  await fx.teardown();
+});
+
+/**
+ * An append whose every attempt lost its ack, although the server stored it:
+ * the server is frozen while the writer publishes (its bytes wait in the
+ * socket), then thawed once the append has failed `log_unavailable`.
+ */
+async function appendThatLandsUnacknowledged(sessionId: string, payload: string): Promise<void> {
+  await fx.server.freeze();
+  try {
+    await expect(log.append(sessionId, '0', 'event', bytes(payload))).rejects.toMatchObject({ code: 'log_unavailable' });
+  } finally {
+    await fx.server.thaw();
+  }
+  // Let the thawed server store what waited in its socket.
+  await sleep(300);
+}
+
+describe('an append with an unknown outcome', () => {
+  it('a retry that says so gets the landed event back, not a second copy', async () => {
+    const s = await log.createSession(ALICE);
+    await log.append(s.sessionId, '0', 'event', bytes('one'));
+    await appendThatLandsUnacknowledged(s.sessionId, 'notifications/tools/list_changed');
+    const retried = await log.append(s.sessionId, '0', 'event', bytes('notifications/tools/list_changed'), { retry: true });
+    expect(retried.seq).toBe(2);
+    const page = await log.readPage(s.sessionId, '0', 0, 10);
+    expect(page.map((e) => text(e.payload))).toEqual(['one', 'notifications/tools/list_changed']);
+    expect(page[1]!.id).toBe(retried.id);
+  });
+
+  it('an equal event that is not a retry is appended: two list_changed stay two (never silently taken for the lost one)', async () => {
+    const s = await log.createSession(ALICE);
+    await log.append(s.sessionId, '0', 'event', bytes('one'));
+    await appendThatLandsUnacknowledged(s.sessionId, 'notifications/tools/list_changed');
+    const next = await log.append(s.sessionId, '0', 'event', bytes('notifications/tools/list_changed'));
+    expect(next.seq).toBe(3);
+    const page = await log.readPage(s.sessionId, '0', 0, 10);
+    expect(page.map((e) => [e.seq, text(e.payload)])).toEqual([
+      [1, 'one'],
+      [2, 'notifications/tools/list_changed'],
+      [3, 'notifications/tools/list_changed'],
+    ]);
+  });
+});
