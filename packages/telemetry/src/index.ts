@@ -1,4 +1,4 @@
-export { createRootLogger } from './logger.js';
+export { createRootLogger, sessionTag } from './logger.js';
 export type { RootLoggerOptions } from './logger.js';
 export { startTelemetry } from './sdk.js';
 export type { Telemetry } from './sdk.js';

@@ -1,12 +1,15 @@
+import { createHash } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
-import { pino } from 'pino';
-import type { Logger } from 'pino';
+import { pino, stdSerializers } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 
 export interface RootLoggerOptions {
   /** Default `TETHER_LOG_LEVEL`, else `info`. */
   readonly level?: string;
   /** Human-readable lines. Default: when stdout is a terminal and `CI` is unset. */
   readonly pretty?: boolean;
+  /** Where lines go instead of stdout (tests). Ignored when `pretty`. */
+  readonly destination?: DestinationStream;
 }
 
 /**
@@ -14,10 +17,16 @@ export interface RootLoggerOptions {
  * active span's `trace_id`/`span_id` mixed into every line. Components take
  * `log.child({ component })`. Messages are constant phrases; facts go in
  * fields; payloads are never logged.
+ *
+ * Session ids are never logged either: a `sessionId` field (on the line, or
+ * on a logged `err`) is written as `session: <tag>` ({@link sessionTag}).
+ * An id is the one thing an anonymous session's requests present, so a log
+ * reader must not be able to replay it; the tag still correlates every line
+ * of a session across instances and services.
  */
 export function createRootLogger(service: string, options: RootLoggerOptions = {}): Logger {
   const pretty = options.pretty ?? (process.stdout.isTTY === true && process.env.CI === undefined);
-  return pino({
+  const settings = {
     level: options.level ?? process.env.TETHER_LOG_LEVEL ?? 'info',
     base: { service },
     mixin() {
@@ -26,6 +35,25 @@ export function createRootLogger(service: string, options: RootLoggerOptions = {
       const { traceId, spanId } = span.spanContext();
       return { trace_id: traceId, span_id: spanId };
     },
-    ...(pretty ? { transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'HH:MM:ss.l' } } } : {}),
-  });
+    formatters: { log: withSessionTag },
+    serializers: { err: (err: Error) => withSessionTag(stdSerializers.err(err) as unknown as Record<string, unknown>) },
+  };
+  if (pretty) return pino({ ...settings, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'HH:MM:ss.l' } } });
+  return options.destination === undefined ? pino(settings) : pino(settings, options.destination);
+}
+
+/**
+ * A session's name in logs: `s_` and 12 base64url characters of the id's
+ * SHA-256 (72 bits: no collisions in practice, and no way back to the id).
+ * Operators compute it from an id they hold to find that session's lines.
+ */
+export function sessionTag(sessionId: string): string {
+  return `s_${createHash('sha256').update(sessionId).digest('base64url').slice(0, 12)}`;
+}
+
+function withSessionTag(fields: Record<string, unknown>): Record<string, unknown> {
+  const sessionId = fields['sessionId'];
+  if (typeof sessionId !== 'string') return fields;
+  const { sessionId: _dropped, ...rest } = fields;
+  return { ...rest, session: sessionTag(sessionId) };
 }

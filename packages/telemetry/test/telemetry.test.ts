@@ -1,7 +1,7 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contextFromTraceparent, linkToTraceparent, METRIC_NAMES, startTelemetry, traceparentOf } from '@tether/telemetry';
+import { contextFromTraceparent, createRootLogger, linkToTraceparent, METRIC_NAMES, sessionTag, startTelemetry, traceparentOf } from '@tether/telemetry';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 
@@ -40,5 +40,31 @@ describe('startTelemetry', () => {
   it('names the instruments dashboards rely on', () => {
     expect(METRIC_NAMES).toContain('tether.resumes');
     expect(new Set(METRIC_NAMES).size).toBe(METRIC_NAMES.length);
+  });
+});
+
+describe('root logger', () => {
+  const SESSION = 'AbCdEfGhIjKlMnOpQrStUv';
+  function capture(): { lines: Record<string, unknown>[]; logger: ReturnType<typeof createRootLogger> } {
+    const lines: Record<string, unknown>[] = [];
+    const destination = { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) };
+    return { lines, logger: createRootLogger('test', { pretty: false, destination }) };
+  }
+
+  it('writes a session as its tag, never its id, on the line and on a logged error', () => {
+    const { lines, logger } = capture();
+    logger.child({ component: 'x' }).info({ sessionId: SESSION, stream: '0' }, 'stream opened');
+    const err = Object.assign(new Error('session not found'), { code: 'session_not_found', sessionId: SESSION });
+    logger.warn({ err, sessionId: SESSION }, 'resume refused');
+    const text = JSON.stringify(lines);
+    expect(text).not.toContain(SESSION);
+    expect(lines[0]).toMatchObject({ session: sessionTag(SESSION), stream: '0', component: 'x', msg: 'stream opened' });
+    expect(lines[1]).toMatchObject({ session: sessionTag(SESSION), err: { code: 'session_not_found', session: sessionTag(SESSION) } });
+  });
+
+  it('tags are stable per session and differ between sessions', () => {
+    expect(sessionTag(SESSION)).toBe(sessionTag(SESSION));
+    expect(sessionTag(SESSION)).toMatch(/^s_[A-Za-z0-9_-]{12}$/);
+    expect(sessionTag(SESSION)).not.toBe(sessionTag(`${SESSION.slice(0, -1)}w`));
   });
 });
