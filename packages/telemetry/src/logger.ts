@@ -36,7 +36,7 @@ export function createRootLogger(service: string, options: RootLoggerOptions = {
       return { trace_id: traceId, span_id: spanId };
     },
     formatters: { log: withSessionTag },
-    serializers: { err: (err: Error) => withSessionTag(stdSerializers.err(err) as unknown as Record<string, unknown>) },
+    serializers: { err: (err: Error) => tagNested(stdSerializers.err(err), 4) },
   };
   if (pretty) return pino({ ...settings, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'HH:MM:ss.l' } } });
   return options.destination === undefined ? pino(settings) : pino(settings, options.destination);
@@ -56,4 +56,11 @@ function withSessionTag(fields: Record<string, unknown>): Record<string, unknown
   if (typeof sessionId !== 'string') return fields;
   const { sessionId: _dropped, ...rest } = fields;
   return { ...rest, session: sessionTag(sessionId) };
+}
+
+/** Tags `sessionId` fields at any depth of a serialized error (its `fields`, its `cause`…). */
+function tagNested(value: unknown, depth: number): unknown {
+  if (depth === 0 || typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  const tagged = withSessionTag(value as Record<string, unknown>);
+  return Object.fromEntries(Object.entries(tagged).map(([k, v]) => [k, tagNested(v, depth - 1)]));
 }
