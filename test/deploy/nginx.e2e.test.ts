@@ -13,6 +13,7 @@
  * instance that is not the stream's writer. Both the access log
  * ($upstream_addr) and the gateways' own logs show it.
  */
+import { sessionTag } from '@tether/telemetry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -89,7 +90,8 @@ suite(NGINX === undefined ? SKIP_TITLE : 'deploy/nginx/tether.conf on Debian ngi
   });
 
   const gatewayAt = (addr: string | undefined) => gateways.find((g) => g.addr === addr);
-  const logged = (g: Gateway, msg: string, sessionId: string) => g.process.stdoutJson.filter((j) => j.msg === msg && j.sessionId === sessionId);
+  // Logs name a session by its tag, never its id.
+  const logged = (g: Gateway, msg: string, sessionId: string) => g.process.stdoutJson.filter((j) => j.msg === msg && j.sessionId === sessionTag(sessionId));
   const newEntries = (before: number) => nginx.accessLog().slice(before);
 
   it('a tool-call stream cut twice resumes through nginx on the other gateway: 200 progress events exactly once, the first one before the last is produced', async () => {
@@ -132,7 +134,8 @@ suite(NGINX === undefined ? SKIP_TITLE : 'deploy/nginx/tether.conf on Debian ngi
     // session as `resumed`, and the writer recorded the whole stream.
     const other = gateways.find((g) => g !== writer)!;
     expect(logged(other, 'resume classified', sessionId).map((j) => j.verdict)).toContain('resumed');
-    await writer!.process.waitForLine((j) => j.msg === 'stream recorded' && j.sessionId === sessionId, { includePast: true });
+    await writer!.process.waitForLine((j) => j.msg === 'stream recorded' && j.sessionId === sessionTag(sessionId), { includePast: true });
+    expect(writer!.process.stdoutLines.some((l) => l.includes(sessionId))).toBe(false);
 
     await sdk.transport.terminateSession();
     await sdk.close();

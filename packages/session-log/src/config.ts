@@ -1,5 +1,5 @@
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { DEFAULT_LEASES_BUCKET, DEFAULT_SESSIONS_BUCKET, DEFAULT_STREAM_NAME, DEFAULT_SUBJECT_PREFIX } from './wire.js';
+import { DEFAULT_LEASES_BUCKET, DEFAULT_PRINCIPALS_BUCKET, DEFAULT_SESSIONS_BUCKET, DEFAULT_STREAM_NAME, DEFAULT_SUBJECT_PREFIX } from './wire.js';
 
 /** How the log is laid out on JetStream. Every field has a default. */
 export interface SessionLogOptions {
@@ -23,6 +23,8 @@ export interface SessionLogOptions {
   readonly sessionIdleMs?: number;
   /** Writer lease bucket. Default `tether_leases`. */
   readonly leasesBucket?: string;
+  /** Sessions-per-principal bucket (see `maxSessionsPerPrincipal`). Default `tether_principals`. */
+  readonly principalsBucket?: string;
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
   /** Events fetched from the log per batch when replaying. Default 64. */
@@ -54,6 +56,7 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
     sessionsBucket: options.sessionsBucket ?? DEFAULT_SESSIONS_BUCKET,
     sessionIdleMs: options.sessionIdleMs ?? HOUR,
     leasesBucket: options.leasesBucket ?? DEFAULT_LEASES_BUCKET,
+    principalsBucket: options.principalsBucket ?? DEFAULT_PRINCIPALS_BUCKET,
     maxPayloadBytes: options.maxPayloadBytes ?? 1024 * 1024 - 4096,
     readBatch: options.readBatch ?? 64,
     liveBufferMax: options.liveBufferMax ?? 256,
@@ -63,6 +66,7 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
   matches('subjectPrefix', config.subjectPrefix, PREFIX, 'dot-separated tokens of letters, digits, _ and -');
   matches('sessionsBucket', config.sessionsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('leasesBucket', config.leasesBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
+  matches('principalsBucket', config.principalsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   integer('replicas', config.replicas, 1, 5);
   integer('maxAgeMs', config.maxAgeMs, 1_000, Number.MAX_SAFE_INTEGER);
   limit('maxMsgsPerStream', config.maxMsgsPerStream);

@@ -13,6 +13,8 @@ export const SessionLogErrorCode = {
   sessionNotFound: 'session_not_found',
   /** The session was closed; no more appends or reads. */
   sessionClosed: 'session_closed',
+  /** The principal already has the most open sessions it may have (`maxSessionsPerPrincipal`). */
+  tooManySessions: 'too_many_sessions',
   /** The payload is larger than the log accepts. */
   payloadTooLarge: 'payload_too_large',
   /** Another writer appended to this stream: the tripwire fired. Stop writing. */

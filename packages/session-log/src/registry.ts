@@ -85,6 +85,15 @@ export class SessionRegistry {
     return this.#update(sessionId, (r) => (r.state === 'active' ? { ...r, meta: { ...meta } } : undefined));
   }
 
+  /** Deletes the entry of a session whose id was never handed out (refused at creation). */
+  async remove(sessionId: string): Promise<void> {
+    try {
+      await this.#kv.delete(sessionId);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
   /** Marks the session closed. Returns the closed record, or `undefined` if it was unknown. */
   async markClosed(sessionId: string): Promise<SessionRecord | undefined> {
     const updated = await this.#update(sessionId, (r) => (r.state === 'closed' ? undefined : { ...r, state: 'closed', touchedAtMs: Date.now() }));

@@ -13,12 +13,14 @@ import { decodeLogEvent, START_CURSOR } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LeaseTable } from './leases.js';
 import { readPage } from './page.js';
+import { PrincipalIndex } from './principals.js';
 import { LiveTail } from './live-tail.js';
 import { createFollowStats, follow } from './reader.js';
 import type { FollowOptions } from './reader.js';
 import { SessionRegistry } from './registry.js';
 import type { SessionRecord } from './registry.js';
 import { ensureLog, unavailable } from './setup.js';
+import type { LogHandles } from './setup.js';
 import { createSubjects, ControlType } from './wire.js';
 import type { ControlMessage } from './wire.js';
 import { StreamWriter } from './writer.js';
@@ -39,6 +41,12 @@ export interface CreateSessionLogOptions extends SessionLogOptions {
   readonly servers?: string | readonly string[];
   /** Writers kept open for `append()`; the oldest is dropped past this. Default 10 000. */
   readonly maxOpenWriters?: number;
+  /**
+   * Open sessions one principal may have, across every instance sharing the
+   * log (`createSession` refuses `too_many_sessions` past it). Anonymous
+   * callers share one principal. 0: no limit. Default 0.
+   */
+  readonly maxSessionsPerPrincipal?: number;
 }
 
 /** A resume the log accepted: iterate `events()` for the suffix after the cursor. */
@@ -61,19 +69,27 @@ export class SessionLog {
   /** Appends whose outcome is unknown, per stream, settled by the next writer. */
   readonly #inDoubt = new Map<string, InDoubtAppend>();
   readonly #maxOpenWriters: number;
+  readonly #principals: PrincipalIndex;
+  readonly #maxSessionsPerPrincipal: number;
 
-  private constructor(ctx: LogContext, sessions: SessionRegistry, leases: LeaseTable, ownsConnection: boolean, maxOpenWriters: number) {
+  private constructor(ctx: LogContext, handles: LogHandles, options: CreateSessionLogOptions) {
     this.#ctx = ctx;
     this.config = ctx.config;
-    this.sessions = sessions;
-    this.leases = leases;
-    this.#ownsConnection = ownsConnection;
-    this.#maxOpenWriters = maxOpenWriters;
+    this.sessions = new SessionRegistry(handles.sessions);
+    this.leases = new LeaseTable(handles.leases);
+    this.#ownsConnection = options.nc === undefined;
+    this.#maxOpenWriters = options.maxOpenWriters ?? 10_000;
+    this.#maxSessionsPerPrincipal = options.maxSessionsPerPrincipal ?? 0;
+    this.#principals = new PrincipalIndex(handles.principals, async (id) => (await this.sessions.get(id))?.state === 'active');
   }
 
   /** Connects (unless given a connection), then creates or verifies the stream and buckets. */
   static async create(options: CreateSessionLogOptions = {}): Promise<SessionLog> {
     const config = resolveConfig(options);
+    const limit = options.maxSessionsPerPrincipal ?? 0;
+    if (!Number.isSafeInteger(limit) || limit < 0) {
+      throw new SessionLogError(SessionLogErrorCode.invalidConfig, `invalid session log config: maxSessionsPerPrincipal=${JSON.stringify(limit)}; allowed: an integer >= 0 (0: no limit)`, { key: 'maxSessionsPerPrincipal' });
+    }
     let nc = options.nc;
     if (nc === undefined) {
       const servers = options.servers ?? 'nats://127.0.0.1:4222';
@@ -91,7 +107,7 @@ export class SessionLog {
       const js = jetstream(nc, { timeout: config.requestTimeoutMs });
       const ctx: LogContext = { nc, js, jsm, config: capPayload(config, nc), subjects: createSubjects(config.subjectPrefix) };
       const handles = await ensureLog(nc, jsm, ctx.config);
-      return new SessionLog(ctx, new SessionRegistry(handles.sessions), new LeaseTable(handles.leases), options.nc === undefined, options.maxOpenWriters ?? 10_000);
+      return new SessionLog(ctx, handles, options);
     } catch (err) {
       if (options.nc === undefined) await nc.close().catch(() => undefined);
       throw err instanceof SessionLogError ? err : unavailable(err);
@@ -108,8 +124,23 @@ export class SessionLog {
     return newStreamId();
   }
 
-  createSession(principal: string, meta?: Readonly<Record<string, string>>): Promise<SessionRecord> {
-    return this.sessions.create(principal, meta);
+  /**
+   * Registers a new session of `principal` (a digest, see `principalDigest`).
+   * With `maxSessionsPerPrincipal`, the registered session then takes one of
+   * the principal's places; when none is free it is removed again and the
+   * call fails `too_many_sessions` (its id was never handed out).
+   */
+  async createSession(principal: string, meta?: Readonly<Record<string, string>>): Promise<SessionRecord> {
+    const record = await this.sessions.create(principal, meta);
+    const limit = this.#maxSessionsPerPrincipal;
+    if (limit === 0) return record;
+    try {
+      await this.#principals.reserve(principal, record.sessionId, limit);
+    } catch (err) {
+      await this.sessions.remove(record.sessionId).catch(() => undefined);
+      throw err;
+    }
+    return record;
   }
 
   getSession(sessionId: string): Promise<SessionRecord | undefined> {
@@ -124,6 +155,7 @@ export class SessionLog {
   async closeSession(sessionId: string, from?: string): Promise<boolean> {
     const record = await this.sessions.markClosed(sessionId);
     if (record === undefined) return false;
+    if (this.#maxSessionsPerPrincipal > 0) await this.#principals.release(record.principal, sessionId).catch(() => undefined);
     for (const key of this.#writers.keys()) if (key.startsWith(`${sessionId}.`)) this.#writers.delete(key);
     for (const key of this.#inDoubt.keys()) if (key.startsWith(`${sessionId}.`)) this.#inDoubt.delete(key);
     try {

@@ -12,7 +12,16 @@ const NANOS_PER_MS = 1_000_000;
 export interface LogHandles {
   readonly sessions: KV;
   readonly leases: KV;
+  readonly principals: KV;
 }
+
+/**
+ * How long a principal's entry outlives its last change (a session created or
+ * closed). It must outlast sessions, which live while touched; past it a
+ * principal that kept old sessions alive that long may open `limit` more.
+ * Without it, every rotated bearer token would leave a key forever.
+ */
+const PRINCIPAL_ENTRY_MIN_MS = 7 * 24 * 3_600_000;
 
 /** The stream config the log needs. Exported so tests and docs can show it. */
 export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamConfig> & { name: string } {
@@ -40,7 +49,7 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
 }
 
 /**
- * Creates the log stream and both buckets, or verifies that existing ones
+ * Creates the log stream and its buckets, or verifies that existing ones
  * match the configuration. A mismatch is a startup error naming every
  * differing key: changing retention or replicas under running gateways is an
  * operator's decision, never a side effect of starting one.
@@ -55,7 +64,8 @@ export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, confi
   // Lease expiry lives in the value; the bucket's max age only collects
   // leases nobody released (a writer that died and was never replaced).
   const leases = await ensureBucket(jsm, kvm, config.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas);
-  return { sessions, leases };
+  const principals = await ensureBucket(jsm, kvm, config.principalsBucket, Math.max(PRINCIPAL_ENTRY_MIN_MS, 2 * config.sessionIdleMs), config.replicas);
+  return { sessions, leases, principals };
 }
 
 async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<void> {

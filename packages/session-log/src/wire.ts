@@ -7,6 +7,7 @@ export const DEFAULT_STREAM_NAME = 'TETHER_LOG';
 export const DEFAULT_SUBJECT_PREFIX = 'tether';
 export const DEFAULT_SESSIONS_BUCKET = 'tether_sessions';
 export const DEFAULT_LEASES_BUCKET = 'tether_leases';
+export const DEFAULT_PRINCIPALS_BUCKET = 'tether_principals';
 
 export interface Subjects {
   /** `<prefix>.log.>`: what the log stream captures. */

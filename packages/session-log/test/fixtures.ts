@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
 import { SessionLog, principalDigest } from '@tether/session-log';
-import type { SessionLogOptions } from '@tether/session-log';
+import type { CreateSessionLogOptions, SessionLogOptions } from '@tether/session-log';
 
 export const ALICE = principalDigest('Bearer alice');
 export const MALLORY = principalDigest('Bearer mallory');
@@ -12,16 +12,16 @@ export const text = (data: Uint8Array): string => new TextDecoder().decode(data)
 
 let counter = 0;
 /** A unique, valid stream name and subject prefix per log, so tests sharing a server never see each other. */
-export function isolatedNames(): Pick<SessionLogOptions, 'streamName' | 'subjectPrefix' | 'sessionsBucket' | 'leasesBucket'> {
+export function isolatedNames(): Pick<SessionLogOptions, 'streamName' | 'subjectPrefix' | 'sessionsBucket' | 'leasesBucket' | 'principalsBucket'> {
   counter += 1;
   const tag = `t${process.pid}_${counter}`;
-  return { streamName: `LOG_${tag}`, subjectPrefix: `tt.${tag}`, sessionsBucket: `sessions_${tag}`, leasesBucket: `leases_${tag}` };
+  return { streamName: `LOG_${tag}`, subjectPrefix: `tt.${tag}`, sessionsBucket: `sessions_${tag}`, leasesBucket: `leases_${tag}`, principalsBucket: `principals_${tag}` };
 }
 
 /** One real nats-server per test file, plus helpers that open isolated logs on it. */
 export interface LogFixture {
   readonly server: NatsServer;
-  open(options?: SessionLogOptions): Promise<SessionLog>;
+  open(options?: Omit<CreateSessionLogOptions, 'servers' | 'nc'>): Promise<SessionLog>;
   /** A separate raw connection, for tests that publish or inspect directly. */
   raw(): Promise<NatsConnection>;
   teardown(): Promise<void>;

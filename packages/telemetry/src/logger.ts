@@ -18,8 +18,9 @@ export interface RootLoggerOptions {
  * `log.child({ component })`. Messages are constant phrases; facts go in
  * fields; payloads are never logged.
  *
- * Session ids are never logged either: a `sessionId` field (on the line, or
- * on a logged `err`) is written as `session: <tag>` ({@link sessionTag}).
+ * Session ids are never logged either: a `sessionId` field (on the line, in
+ * a child logger's bindings, or on a logged `err`) holds the session's tag
+ * ({@link sessionTag}, `s_…`) instead of its id.
  * An id is the one thing an anonymous session's requests present, so a log
  * reader must not be able to replay it; the tag still correlates every line
  * of a session across instances and services.
@@ -35,8 +36,8 @@ export function createRootLogger(service: string, options: RootLoggerOptions = {
       const { traceId, spanId } = span.spanContext();
       return { trace_id: traceId, span_id: spanId };
     },
-    formatters: { log: withSessionTag },
-    serializers: { err: (err: Error) => tagNested(stdSerializers.err(err), 4) },
+    // Serializers run on each line's fields and on child loggers' bindings (`log.child({ sessionId })`).
+    serializers: { sessionId: (id: unknown) => (typeof id === 'string' ? sessionTag(id) : id), err: (err: Error) => tagNested(stdSerializers.err(err), 4) },
   };
   if (pretty) return pino({ ...settings, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'HH:MM:ss.l' } } });
   return options.destination === undefined ? pino(settings) : pino(settings, options.destination);
@@ -51,16 +52,11 @@ export function sessionTag(sessionId: string): string {
   return `s_${createHash('sha256').update(sessionId).digest('base64url').slice(0, 12)}`;
 }
 
-function withSessionTag(fields: Record<string, unknown>): Record<string, unknown> {
-  const sessionId = fields['sessionId'];
-  if (typeof sessionId !== 'string') return fields;
-  const { sessionId: _dropped, ...rest } = fields;
-  return { ...rest, session: sessionTag(sessionId) };
-}
 
 /** Tags `sessionId` fields at any depth of a serialized error (its `fields`, its `cause`…). */
 function tagNested(value: unknown, depth: number): unknown {
   if (depth === 0 || typeof value !== 'object' || value === null || Array.isArray(value)) return value;
-  const tagged = withSessionTag(value as Record<string, unknown>);
-  return Object.fromEntries(Object.entries(tagged).map(([k, v]) => [k, tagNested(v, depth - 1)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, k === 'sessionId' && typeof v === 'string' ? sessionTag(v) : tagNested(v, depth - 1)]),
+  );
 }

@@ -54,14 +54,16 @@ describe('root logger', () => {
   it('writes a session as its tag, never its id, on the line and on a logged error', () => {
     const { lines, logger } = capture();
     logger.child({ component: 'x' }).info({ sessionId: SESSION, stream: '0' }, 'stream opened');
+    logger.child({ sessionId: SESSION }).info('stream recorded');
     // The shape of a SessionLogError: its facts in `fields`, and a cause.
     const cause = Object.assign(new Error('inner'), { sessionId: SESSION });
     const err = Object.assign(new Error('session not found', { cause }), { code: 'session_not_found', fields: { sessionId: SESSION, stream: '0' } });
     logger.warn({ err, sessionId: SESSION }, 'resume refused');
     const text = JSON.stringify(lines);
     expect(text).not.toContain(SESSION);
-    expect(lines[0]).toMatchObject({ session: sessionTag(SESSION), stream: '0', component: 'x', msg: 'stream opened' });
-    expect(lines[1]).toMatchObject({ session: sessionTag(SESSION), err: { code: 'session_not_found', fields: { session: sessionTag(SESSION), stream: '0' } } });
+    expect(lines[0]).toMatchObject({ sessionId: sessionTag(SESSION), stream: '0', component: 'x', msg: 'stream opened' });
+    expect(lines[1]).toMatchObject({ sessionId: sessionTag(SESSION), msg: 'stream recorded' });
+    expect(lines[2]).toMatchObject({ sessionId: sessionTag(SESSION), err: { code: 'session_not_found', fields: { sessionId: sessionTag(SESSION), stream: '0' } } });
   });
 
   it('tags are stable per session and differ between sessions', () => {

@@ -37,6 +37,8 @@ export interface GatewayConfig {
   readonly maxHeaderBytes: number;
   readonly maxEventBytes: number;
   readonly maxStreamsPerSession: number;
+  /** Open sessions per principal across every instance; 0 = no limit. In `--log grpc://` mode the service's own setting applies. */
+  readonly maxSessionsPerPrincipal: number;
   readonly leaseTtlMs: number;
   readonly instanceId: string;
 }
@@ -65,6 +67,7 @@ export const FLAGS = [
   { flag: 'max-header-bytes', env: 'TETHER_MAX_HEADER_BYTES', help: 'largest request header block accepted', fallback: '16384' },
   { flag: 'max-event-bytes', env: 'TETHER_MAX_EVENT_BYTES', help: 'largest upstream SSE event recorded', fallback: '1048576' },
   { flag: 'max-streams-per-session', env: 'TETHER_MAX_STREAMS_PER_SESSION', help: 'open SSE streams per session on one instance', fallback: '32' },
+  { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit; anonymous callers share one; --log grpc:// uses the service\'s)', fallback: '0' },
   { flag: 'lease-ttl', env: 'TETHER_LEASE_TTL', help: 'writer lease lifetime; renewed at a third of it (ms, or 10s)', fallback: '10s' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in leases and logs (default random)', fallback: '' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
@@ -138,6 +141,7 @@ export function parseConfig(
     maxHeaderBytes: int('max-header-bytes', raw('max-header-bytes'), 1_024, 1024 * 1024),
     maxEventBytes: int('max-event-bytes', raw('max-event-bytes'), 1_024, 16 * 1024 * 1024),
     maxStreamsPerSession: int('max-streams-per-session', raw('max-streams-per-session'), 1, 10_000),
+    maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, 1_000_000),
     leaseTtlMs: duration('lease-ttl', raw('lease-ttl'), 1_000),
     instanceId,
   };

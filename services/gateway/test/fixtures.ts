@@ -37,8 +37,10 @@ export async function startInProcessStack(
       subjectPrefix: `gw${process.pid}x${counter}`,
       sessionsBucket: `s_${streamName}`,
       leasesBucket: `l_${streamName}`,
+      principalsBucket: `p_${streamName}`,
       maxAgeMs: config.logMaxAgeMs,
       maxMsgsPerStream: config.logMaxMsgsPerStream,
+      maxSessionsPerPrincipal: config.maxSessionsPerPrincipal,
     });
     const gateway = createGateway(config, log, pino({ level: process.env.TETHER_TEST_LOG ?? 'silent' }));
     const port = await gateway.listen();

@@ -21,6 +21,7 @@ export const FLAGS = [
   { flag: 'max-batch-entries', env: 'TETHER_MAX_BATCH_ENTRIES', help: 'most entries in one AppendBatch', fallback: '1000' },
   { flag: 'max-message-bytes', env: 'TETHER_GRPC_MAX_MESSAGE_BYTES', help: 'largest request message (bounds a batch)', fallback: '16777216' },
   { flag: 'max-streams-per-caller', env: 'TETHER_MAX_STREAMS_PER_CALLER', help: 'Resume/Follow/WatchControl streams one caller may hold', fallback: '1000' },
+  { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit)', fallback: '0' },
   { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log', fallback: 'TETHER_LOG' },
   { flag: 'log-subject-prefix', env: 'TETHER_LOG_SUBJECT_PREFIX', help: 'first subject token(s) of the log', fallback: 'tether' },
   { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
@@ -150,6 +151,7 @@ export function parseConfig(
       maxBatchEntries: int('max-batch-entries', raw('max-batch-entries'), 1, 100_000),
       maxMessageBytes: int('max-message-bytes', raw('max-message-bytes'), 64 * 1024, 1024 * 1024 * 1024),
       maxStreamsPerCaller: int('max-streams-per-caller', raw('max-streams-per-caller'), 1, 1_000_000),
+      maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, 1_000_000),
       log,
     },
   };

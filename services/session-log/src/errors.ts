@@ -46,6 +46,7 @@ export const GRPC_STATUS_OF_CODE: Readonly<Record<string, status>> = {
   invalid_argument: status.INVALID_ARGUMENT,
   payload_too_large: status.RESOURCE_EXHAUSTED,
   too_many_streams: status.RESOURCE_EXHAUSTED,
+  too_many_sessions: status.RESOURCE_EXHAUSTED,
   session_not_found: status.NOT_FOUND,
   session_closed: status.NOT_FOUND,
   stream_ended: status.FAILED_PRECONDITION,

@@ -41,6 +41,8 @@ export interface SessionLogServiceOptions {
   readonly maxMessageBytes?: number;
   /** Resume, Follow and WatchControl streams one caller may hold open. Default 1000. */
   readonly maxStreamsPerCaller?: number;
+  /** Open sessions per principal, across every instance sharing the log (OpenSession answers RESOURCE_EXHAUSTED `too_many_sessions` past it). 0: no limit. Default 0. */
+  readonly maxSessionsPerPrincipal?: number;
   /** Root logger. Default: `createRootLogger('tether-session-log')` (JSON lines with trace ids). */
   readonly logger?: Logger;
   /**
@@ -69,7 +71,7 @@ export interface SessionLogService {
 export async function startSessionLogService(options: SessionLogServiceOptions = {}): Promise<SessionLogService> {
   const logger = options.logger ?? createRootLogger('tether-session-log');
   const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024 - 4096;
-  const log = await SessionLog.create({ ...options.log, maxPayloadBytes, servers: typeof options.nats === 'string' ? options.nats : [...(options.nats ?? ['nats://127.0.0.1:4222'])] });
+  const log = await SessionLog.create({ ...options.log, maxPayloadBytes, maxSessionsPerPrincipal: options.maxSessionsPerPrincipal ?? 0, servers: typeof options.nats === 'string' ? options.nats : [...(options.nats ?? ['nats://127.0.0.1:4222'])] });
   const auth = new Authenticator(parseTokens(options.tokens ?? []), options.tls?.clientCa !== undefined);
   const server = new Server({
     interceptors: [auth.interceptor()],

@@ -22,13 +22,16 @@ const MAX_META_BYTES = 4096;
 const MAX_PRINCIPAL_BYTES = 1024;
 
 /**
- * The digest stored for a principal. The service never keeps what a caller
- * sends as a principal, only its SHA-256 (`principalDigest`), so a caller
- * that passes a raw credential by mistake does not leak it into the registry.
+ * The digest stored for a caller's principal. The service never keeps what a
+ * caller sends as a principal, only its SHA-256 (`principalDigest`), so a
+ * caller that passes a raw credential by mistake does not leak it into the
+ * registry. The caller is part of it: principals are the caller's own names
+ * (two custom servers may both have a "user-1"), so one caller's users can
+ * never fill another's places under `--max-sessions-per-principal`.
  */
-export function principalOf(principal: string): string {
+export function principalOf(caller: string, principal: string): string {
   if (Buffer.byteLength(principal, 'utf8') > MAX_PRINCIPAL_BYTES) throw invalid(`principal is longer than ${MAX_PRINCIPAL_BYTES} bytes`);
-  return principalDigest(principal);
+  return principalDigest(`${caller}\0${principal}`);
 }
 
 function metaOf(meta: Readonly<Record<string, string>>): Record<string, string> {
@@ -55,7 +58,7 @@ export class SessionHandlers {
   }
 
   async open(req: OpenSessionRequest, ctx: UnaryContext): Promise<OpenSessionResponse> {
-    const principal = principalOf(req.principal);
+    const principal = principalOf(ctx.caller, req.principal);
     const record = await this.#log.createSession(principal, { ...metaOf(req.meta), [CALLER_META_KEY]: ctx.caller });
     this.#scope.remember(record.sessionId, ctx.caller);
     return { session: toProtoSession(record) };
@@ -63,7 +66,7 @@ export class SessionHandlers {
 
   async get(req: GetSessionRequest, ctx: UnaryContext): Promise<GetSessionResponse> {
     const sessionId = sessionIdOf(req.sessionId);
-    const record = await this.#log.sessions.authorize(sessionId, principalOf(req.principal));
+    const record = await this.#log.sessions.authorize(sessionId, principalOf(ctx.caller, req.principal));
     if (record.meta[CALLER_META_KEY] !== ctx.caller) throw notFound(sessionId);
     this.#scope.remember(sessionId, ctx.caller);
     return { session: toProtoSession(record) };

@@ -114,7 +114,7 @@ export function resumeHandler(deps: StreamDeps) {
   return streaming<ResumeRequest, ResumeResponse>(deps, 'Resume', async (call, caller, signal) => {
     const { sessionId, lastEventId } = call.request;
     sessionIdOf(sessionId);
-    const principal = principalOf(call.request.principal);
+    const principal = principalOf(caller, call.request.principal);
     // Verdicts keep the library's order: malformed first, then a session
     // that is not this caller's looks unknown, before any log read (and
     // without positions that would describe another caller's session).

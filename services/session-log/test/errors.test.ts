@@ -23,6 +23,7 @@ describe('status mapping (the table in cursor.proto)', () => {
       log_unavailable: status.UNAVAILABLE,
       unauthenticated: status.UNAUTHENTICATED,
       too_many_streams: status.RESOURCE_EXHAUSTED,
+      too_many_sessions: status.RESOURCE_EXHAUSTED,
       skipped: status.ABORTED,
       internal: status.INTERNAL,
     };

@@ -1,3 +1,4 @@
+import { sessionTag } from '@tether/telemetry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata } from '@grpc/grpc-js';
 import type { CursorServiceClient, ResumeResponse } from '@tether/cursor-proto';
@@ -71,8 +72,11 @@ describe('Resume flow control', () => {
     // Bounded: a few batches of the library plus the call's small buffer,
     // far below the backlog that was there to be read.
     expect(peak - before).toBeLessThan(24 * MiB);
-    await expect.poll(() => service.stdoutJson.find((o) => o['msg'] === 'resume ended' && o['sessionId'] === sessionId)).toBeDefined();
-    const ended = service.stdoutJson.find((o) => o['msg'] === 'resume ended' && o['sessionId'] === sessionId)!;
+    // Logs name a session by its tag, never its id.
+    const isEnd = (o: Record<string, unknown>) => o['msg'] === 'resume ended' && o['sessionId'] === sessionTag(sessionId);
+    await expect.poll(() => service.stdoutJson.find(isEnd)).toBeDefined();
+    const ended = service.stdoutJson.find(isEnd)!;
+    expect(service.stdoutLines.some((l) => l.includes(sessionId))).toBe(false);
     expect(ended).toMatchObject({ sent: EVENTS - 1, fromLog: EVENTS - 1, liveOverflows: 0 });
     process.stdout.write(`flow control: service RSS grew ${((peak - before) / MiB).toFixed(1)} MiB while a slow reader took ${EVENTS - 1} events (${((EVENTS * PAYLOAD_BYTES) / MiB).toFixed(0)} MiB)\n`);
   }, 120_000);

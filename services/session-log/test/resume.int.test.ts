@@ -1,3 +1,4 @@
+import { sessionTag } from '@tether/telemetry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata, status } from '@grpc/grpc-js';
 import { EndReason, EventKind, readCallFailure, ResumeVerdict } from '@tether/cursor-proto';
@@ -126,7 +127,7 @@ describe('Resume', () => {
       expect((timedOut as Awaited<ReturnType<typeof failure>>).code).toBe(status.DEADLINE_EXCEEDED);
     }
     // The server saw every one of them end as cancelled (its own log says so).
-    await expect.poll(() => service.stdoutJson.filter((o) => o['msg'] === 'resume ended' && o['sessionId'] === s.sessionId && o['cancelled'] === true).length).toBe(6);
+    await expect.poll(() => service.stdoutJson.filter((o) => o['msg'] === 'resume ended' && o['sessionId'] === sessionTag(s.sessionId) && o['cancelled'] === true).length).toBe(6);
     const held = await holdStreams(s.sessionId, s.ids[29]!, 4);
     expect(held.acked).toBe(3);
     expect(held.refused.map((f) => [f.code, f.detail?.code])).toEqual([[status.RESOURCE_EXHAUSTED, 'too_many_streams']]);

@@ -80,6 +80,21 @@ describe('sessions over gRPC', () => {
     expect(huge.message).toContain('4096');
   });
 
+  it('--max-sessions-per-principal: RESOURCE_EXHAUSTED too_many_sessions past it, per caller and principal; CloseSession frees a place', async () => {
+    const limited = await fx.start(['--max-sessions-per-principal', '2'], 'session-log-limited');
+    const a = rpc(fx.client({ target: limited.target }));
+    const b = rpc(fx.client({ target: limited.target, token: TOKENS.bob }));
+    const first = (await a.open('user-9')).session!;
+    await a.open('user-9');
+    const refused = await failure(a.open('user-9'));
+    expect([refused.code, refused.detail?.code, refused.message]).toEqual([status.RESOURCE_EXHAUSTED, 'too_many_sessions', 'this principal already has 2 open sessions; the limit is 2']);
+    expect(refused.detail?.facts).toEqual({ open: '2', limit: '2' });
+    // Bob's "user-9" is not Alice's: a caller's principals are its own.
+    expect((await b.open('user-9')).session?.state).toBe(SessionState.ACTIVE);
+    expect(await a.close(first.sessionId)).toEqual({ closed: true });
+    expect((await a.open('user-9')).session?.state).toBe(SessionState.ACTIVE);
+  });
+
   it('honours deadlines: an expired deadline is DEADLINE_EXCEEDED', async () => {
     const { callUnary } = await import('@tether/cursor-proto');
     const f = await failure(callUnary(aliceClient.openSession.bind(aliceClient), { principal: 'p', meta: {} }, { deadlineMs: -1 }));

@@ -78,6 +78,13 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     await ctx.log.append(session.sessionId, '0', 'prime', new Uint8Array());
   } catch (err) {
     abort.abort();
+    // The upstream made a session that no client will ever name: end it there too.
+    const upstreamSessionId = answer.headers.get(HttpHeader.sessionId);
+    if (upstreamSessionId !== null) {
+      void callUpstream(upstream, { method: 'DELETE', headers: forwardHeaders(req, upstreamSessionId), errors: ctx.metrics.upstreamErrors })
+        .then((r) => r.body?.cancel())
+        .catch(() => undefined);
+    }
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');

@@ -13,6 +13,7 @@ export const GatewayErrorCode = {
   upstream: -32002,
   tooLarge: -32003,
   unavailable: -32004,
+  tooManySessions: -32005,
   parse: -32700,
   invalidRequest: -32600,
 } as const;
@@ -74,6 +75,8 @@ export function fromLogError(err: unknown): ErrorReply {
         return { status: 400, code: GatewayErrorCode.invalidRequest, message: err.message };
       case 'payload_too_large':
         return { status: 413, code: GatewayErrorCode.tooLarge, message: err.message };
+      case 'too_many_sessions':
+        return { status: 429, code: GatewayErrorCode.tooManySessions, message: `too many sessions: ${err.message}; close one (DELETE) or let one idle out`, ...(err.fields.detail === undefined ? {} : { data: err.fields.detail }) };
       default:
         break;
     }

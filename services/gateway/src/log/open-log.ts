@@ -18,5 +18,6 @@ export async function openLog(config: GatewayConfig): Promise<LogPort> {
     maxMsgsPerStream: config.logMaxMsgsPerStream,
     replicas: config.logReplicas,
     sessionIdleMs: config.sessionIdleMs,
+    maxSessionsPerPrincipal: config.maxSessionsPerPrincipal,
   });
 }
