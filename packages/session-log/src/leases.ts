@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { KV } from '@nats-io/kv';
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
 import { unavailable } from './setup.js';
+import { isSessionId, isStreamId } from '@tether/protocol';
 import { leaseKeyOf } from './wire.js';
 
 /**
@@ -46,8 +47,16 @@ export class LeaseTable {
    * otherwise `lease_held` with the holder and its expiry.
    */
   async acquire(sessionId: string, stream: string, owner: string, ttlMs: number): Promise<Lease> {
-    const key = leaseKeyOf(sessionId, stream);
+    const key = keyOf(sessionId, stream);
     const value: LeaseValue = { owner, token: randomBytes(9).toString('base64url'), expiresAtMs: Date.now() + ttlMs };
+    // Most leases are of streams just opened: try to create the key first (one
+    // round trip); only a key that exists needs the read and compare-and-set.
+    try {
+      const revision = await this.#kv.create(key, JSON.stringify(value));
+      return { sessionId, stream, ...value, revision };
+    } catch (err) {
+      if (!isCasFailure(err)) throw unavailable(err);
+    }
     const current = await this.#read(key);
     try {
       if (current === undefined) {
@@ -77,7 +86,7 @@ export class LeaseTable {
   async renew(lease: Lease, ttlMs: number): Promise<Lease> {
     const value: LeaseValue = { owner: lease.owner, token: lease.token, expiresAtMs: Date.now() + ttlMs };
     try {
-      const revision = await this.#kv.update(leaseKeyOf(lease.sessionId, lease.stream), JSON.stringify(value), lease.revision);
+      const revision = await this.#kv.update(keyOf(lease.sessionId, lease.stream), JSON.stringify(value), lease.revision);
       return { ...lease, expiresAtMs: value.expiresAtMs, revision };
     } catch (err) {
       if (isCasFailure(err)) throw lost(lease);
@@ -88,7 +97,7 @@ export class LeaseTable {
   /** Gives the lease up so the next writer need not wait for expiry. Releasing a lost lease is a no-op. */
   async release(lease: Lease): Promise<void> {
     try {
-      await this.#kv.delete(leaseKeyOf(lease.sessionId, lease.stream), { previousSeq: lease.revision });
+      await this.#kv.delete(keyOf(lease.sessionId, lease.stream), { previousSeq: lease.revision });
     } catch (err) {
       if (!isCasFailure(err)) throw unavailable(err);
     }
@@ -96,7 +105,7 @@ export class LeaseTable {
 
   /** The current holder, or `undefined` when free or expired. */
   async holder(sessionId: string, stream: string): Promise<Omit<Lease, 'revision'> | undefined> {
-    const current = await this.#read(leaseKeyOf(sessionId, stream));
+    const current = await this.#read(keyOf(sessionId, stream));
     if (current === undefined || current.value.expiresAtMs <= Date.now()) return undefined;
     return { sessionId, stream, ...current.value };
   }
@@ -124,4 +133,11 @@ function lost(lease: Lease): SessionLogError {
     sessionId: lease.sessionId,
     stream: lease.stream,
   });
+}
+
+/** The lease key, from ids checked first: a malformed one is `invalid_argument`, never a strange KV key. */
+function keyOf(sessionId: string, stream: string): string {
+  if (!isSessionId(sessionId)) throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'session id must be 22 base64url characters', { sessionId: String(sessionId).slice(0, 64) });
+  if (!isStreamId(stream)) throw new SessionLogError(SessionLogErrorCode.invalidArgument, "stream id must be '0' or 8 base32 characters", { stream: String(stream).slice(0, 64) });
+  return leaseKeyOf(sessionId, stream);
 }

@@ -186,7 +186,8 @@ export class SessionLog {
     const key = `${sessionId}.${stream}`;
     let pending = this.#writers.get(key);
     if (pending === undefined) {
-      pending = this.openWriter(sessionId, stream, options?.existing === true);
+      const opens = options?.opensStream;
+      pending = opens === undefined ? this.openWriter(sessionId, stream, options?.existing === true) : this.#createWriter(sessionId, stream, opens.epoch);
       this.#writers.set(key, pending);
       if (this.#writers.size > this.#maxOpenWriters) this.#writers.delete(this.#writers.keys().next().value as string);
     }
@@ -219,6 +220,11 @@ export class SessionLog {
       if (writer.inDoubt !== undefined) this.#inDoubt.set(key, writer.inDoubt);
       throw err;
     }
+  }
+
+  async #createWriter(sessionId: string, stream: string, epoch: string): Promise<StreamWriter> {
+    assertStreamId(stream);
+    return StreamWriter.create(this.#ctx, sessionId, stream, epoch);
   }
 
   /** A writer for one stream, positioned at its current end. Hold a lease while using it. */

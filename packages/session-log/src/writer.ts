@@ -35,6 +35,16 @@ export interface AppendOptions {
    * across instances, a writer taking over reads the log first.
    */
   readonly retry?: boolean;
+  /**
+   * This append opens a stream nobody has written yet, of the session given
+   * (a fresh random POST stream id, or stream `0` of a session just
+   * created): the writer starts at seq 1 with that session's epoch, without
+   * reading the session and the stream's end from the log, two round trips
+   * before a client's first byte. Were the stream not new after all, the
+   * append fails `writer_conflict` (its message id is taken) or readers find
+   * the chain broken (`diverged`): explicit, never a silent fork.
+   */
+  readonly opensStream?: { readonly epoch: string };
 }
 
 export interface AppendResult {
@@ -79,6 +89,11 @@ export class StreamWriter {
     this.epoch = epoch;
     this.#last = last;
     this.#ended = ended;
+  }
+
+  /** A writer for a stream nobody has written (see `AppendOptions.opensStream`): seq 1 next, no log read. */
+  static create(ctx: LogContext, sessionId: string, stream: string, epoch: string): StreamWriter {
+    return new StreamWriter(ctx, sessionId, stream, epoch, { seq: 0, pos: 0 }, false);
   }
 
   /**

@@ -73,6 +73,19 @@ describe('append', () => {
     await expect(other.append(s.sessionId, stream, 'event', bytes('y'), { existing: true })).resolves.toMatchObject({ seq: 2 });
   });
 
+  it('opensStream: a new stream starts at seq 1 without reading the log; told so of a stream with events, an append fails explicitly', async () => {
+    const s = await log.createSession(ALICE);
+    const stream = log.newStreamId();
+    const first = await log.append(s.sessionId, stream, 'prime', bytes('{"requests":[]}'), { opensStream: s });
+    const second = await log.append(s.sessionId, stream, 'event', bytes('x'));
+    expect([first.seq, second.seq]).toEqual([1, 2]);
+    // Another instance wrongly told the stream is new: its seq 1 is taken by other bytes.
+    const other = await fx.open({ streamName: log.config.streamName, subjectPrefix: log.config.subjectPrefix, sessionsBucket: log.config.sessionsBucket, leasesBucket: log.config.leasesBucket });
+    await expect(other.append(s.sessionId, stream, 'prime', bytes('{"requests":["1"]}'), { opensStream: s })).rejects.toMatchObject({ code: 'writer_conflict' });
+    expect((await log.readPage(s.sessionId, stream, 0, 10)).map((e) => e.id)).toEqual([first.id, second.id]);
+    await expect(log.append(s.sessionId, 'not a stream', 'prime', bytes(''), { opensStream: s })).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
+
   it('the tripwire stops a stale writer: it gets writer_conflict and nothing is written', async () => {
     const s = await log.createSession(ALICE);
     const stale = await log.openWriter(s.sessionId, '0');

@@ -100,4 +100,11 @@ describe('leases', () => {
     expect(c.owner).toBe('gw-c');
     await expect(log.leases.renew(b, 60_000)).rejects.toMatchObject({ code: 'lease_lost' });
   });
+
+  it('refuses malformed session and stream ids with invalid_argument, never making a strange key', async () => {
+    const s = await log.createSession(ALICE);
+    await expect(log.leases.acquire(s.sessionId, 'a.b.>', 'gw-a', 60_000)).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(log.leases.acquire('not-a-session', '0', 'gw-a', 60_000)).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(log.leases.holder(s.sessionId, '*')).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
 });

@@ -75,7 +75,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
       [Meta.protocolVersion]: typeof requested === 'string' ? requested.slice(0, 32) : '',
     });
     // The GET stream always has a head, so a fresh GET can prime its client with a real cursor.
-    await ctx.log.append(session.sessionId, '0', 'prime', new Uint8Array());
+    await ctx.log.append(session.sessionId, '0', 'prime', new Uint8Array(), { opensStream: session });
   } catch (err) {
     abort.abort();
     // The upstream made a session that no client will ever name: end it there too.

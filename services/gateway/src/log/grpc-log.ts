@@ -92,7 +92,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     append(sessionId, stream, kind, payload, appendOptions = {}) {
       const key = `${sessionId}.${stream}`;
       const run = (queues.get(key) ?? Promise.resolve()).then(async () => {
-        const expectedSeq = (lastSeq.get(key) ?? (await head(sessionId, stream))?.seq ?? 0) + 1;
+        // A stream this call opens is empty: no Head round trip to learn that.
+        const expectedSeq = (lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq ?? 0)) + 1;
         const request = {
           sessionId,
           stream,

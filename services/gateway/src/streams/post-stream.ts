@@ -35,7 +35,7 @@ export async function startPostStream(
   try {
     const lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
     const opening: StreamOpening = { requests: [...requestIds] };
-    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)));
+    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)), { opensStream: session });
     runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, lease, protocolVersion);
   } catch (err) {
     reader.close();
