@@ -105,3 +105,44 @@ describe('guarded body', () => {
     );
   });
 });
+
+describe('the priming echo of a resumed stream', () => {
+  it('reaches the client at once, before any event (held back, a cut would leave the SDK without its cursor)', async () => {
+    let close: (() => void) | undefined;
+    const open = new ReadableStream<Uint8Array>({
+      start(c) {
+        // The server's priming for a resume: a retry hint and the cursor itself, then nothing yet.
+        c.enqueue(enc.encode('retry: 1000\n\nid: 3\ndata:\n\n'));
+        close = () => c.error(new Error('connection cut'));
+      },
+    });
+    const guard = createResumeGuard({
+      autoReinitialize: false,
+      fetch: async (_input, init) => {
+        const body = typeof init?.body === 'string' ? init.body : '';
+        if (init?.method === 'GET') return new Response(open, { headers: { 'content-type': 'text/event-stream', 'mcp-session-id': 'S1' } });
+        if (body.includes('"initialize"')) return Response.json({ jsonrpc: '2.0', id: 0, result: { protocolVersion: '2025-11-25' } }, { headers: { 'mcp-session-id': 'S1' } });
+        return sse([enc.encode(events([1, 2, 3]))]);
+      },
+    });
+    await (await guard.fetch(URL_, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {} }) })).text();
+    await (await guard.fetch(URL_, { method: 'POST', headers: { 'mcp-session-id': 'S1' }, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: {} }) })).text();
+    const res = await guard.fetch(URL_, { method: 'GET', headers: { 'mcp-session-id': 'S1', 'last-event-id': '3' } });
+    const reader = res.body!.getReader();
+    const seen: string[] = [];
+    const first = await Promise.race([
+      (async () => {
+        for (;;) {
+          const r = await reader.read();
+          if (r.done) return 'ended';
+          seen.push(new TextDecoder().decode(r.value));
+          if (new SseParser().push(seen.join('')).some((m) => m.id === '3')) return 'echo';
+        }
+      })(),
+      new Promise<string>((resolve) => setTimeout(() => resolve('held back'), 1_000)),
+    ]);
+    expect(first).toBe('echo');
+    close?.();
+    await reader.cancel().catch(() => undefined);
+  });
+});
