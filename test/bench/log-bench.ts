@@ -25,6 +25,7 @@ import { int, ms, progress, ratio, table } from './stats.js';
 import type { Summary } from './stats.js';
 import { measureThroughput } from './throughput.js';
 import type { ThroughputResult } from './throughput.js';
+import { writeLogCharts } from './charts.js';
 
 const LEVELS = [10_000, 100_000, 1_000_000] as const;
 const FILL_CONCURRENCY = 128;
@@ -78,11 +79,10 @@ async function main(): Promise<void> {
     const report = render(`${header}\nload average at end: ${loadAvgAtEnd.join(' / ')}`, throughput, levels, skipped, runtimeS);
     process.stdout.write(`${report}\n`);
     await mkdir('bench-results', { recursive: true });
-    await writeFile(
-      'bench-results/log-bench.json',
-      `${JSON.stringify({ at: new Date().toISOString(), machine: { ...machine, loadAvgAtEnd }, payloadBytes: PAYLOAD_BYTES, throughput, resume: { levels, skipped }, runtimeS }, null, 2)}\n`,
-    );
-    progress(`done in ${runtimeS.toFixed(0)} s; JSON in bench-results/log-bench.json`);
+    const results = { at: new Date().toISOString(), machine: { ...machine, loadAvgAtEnd }, payloadBytes: PAYLOAD_BYTES, throughput, resume: { levels, skipped }, runtimeS };
+    await writeFile('bench-results/log-bench.json', `${JSON.stringify(results, null, 2)}\n`);
+    const charts = writeLogCharts(results);
+    progress(`done in ${runtimeS.toFixed(0)} s; JSON in bench-results/log-bench.json, charts in ${charts.join(', ')}`);
   } finally {
     await server.cleanup();
   }
