@@ -16,6 +16,7 @@ export { principalDigest, samePrincipal } from './principal.js';
 export { resolveConfig } from './config.js';
 export type { SessionLogConfig, SessionLogOptions } from './config.js';
 export { desiredStreamConfig } from './setup.js';
+export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
 export type { SessionLogErrorFields } from './errors.js';
 export {

@@ -6,6 +6,9 @@ import { unavailable } from './setup.js';
 /** Is this session still open? (The registry answers; an idled-out or closed one is not.) */
 export type IsOpen = (sessionId: string) => Promise<boolean>;
 
+/** The highest `maxSessionsPerPrincipal`: a principal's entry (about 25 bytes a session) stays far below a NATS message's limit. */
+export const MAX_SESSIONS_PER_PRINCIPAL = 10_000;
+
 /** Open sessions checked per refused reservation, oldest first (bounds the reads one initialize can cause). */
 const PRUNE_CHECKS = 16;
 const CAS_ATTEMPTS = 8;

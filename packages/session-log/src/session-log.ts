@@ -13,7 +13,7 @@ import { decodeLogEvent, START_CURSOR } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LeaseTable } from './leases.js';
 import { readPage } from './page.js';
-import { PrincipalIndex } from './principals.js';
+import { MAX_SESSIONS_PER_PRINCIPAL, PrincipalIndex } from './principals.js';
 import { LiveTail } from './live-tail.js';
 import { createFollowStats, follow } from './reader.js';
 import type { FollowOptions } from './reader.js';
@@ -87,8 +87,8 @@ export class SessionLog {
   static async create(options: CreateSessionLogOptions = {}): Promise<SessionLog> {
     const config = resolveConfig(options);
     const limit = options.maxSessionsPerPrincipal ?? 0;
-    if (!Number.isSafeInteger(limit) || limit < 0) {
-      throw new SessionLogError(SessionLogErrorCode.invalidConfig, `invalid session log config: maxSessionsPerPrincipal=${JSON.stringify(limit)}; allowed: an integer >= 0 (0: no limit)`, { key: 'maxSessionsPerPrincipal' });
+    if (!Number.isSafeInteger(limit) || limit < 0 || limit > MAX_SESSIONS_PER_PRINCIPAL) {
+      throw new SessionLogError(SessionLogErrorCode.invalidConfig, `invalid session log config: maxSessionsPerPrincipal=${JSON.stringify(limit)}; allowed: an integer from 0 (no limit) to ${MAX_SESSIONS_PER_PRINCIPAL}`, { key: 'maxSessionsPerPrincipal' });
     }
     let nc = options.nc;
     if (nc === undefined) {

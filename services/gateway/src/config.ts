@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
+import { MAX_SESSIONS_PER_PRINCIPAL } from '@tether/session-log';
 
 export { ConfigError };
 
@@ -141,7 +142,7 @@ export function parseConfig(
     maxHeaderBytes: int('max-header-bytes', raw('max-header-bytes'), 1_024, 1024 * 1024),
     maxEventBytes: int('max-event-bytes', raw('max-event-bytes'), 1_024, 16 * 1024 * 1024),
     maxStreamsPerSession: int('max-streams-per-session', raw('max-streams-per-session'), 1, 10_000),
-    maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, 1_000_000),
+    maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, MAX_SESSIONS_PER_PRINCIPAL),
     leaseTtlMs: duration('lease-ttl', raw('lease-ttl'), 1_000),
     instanceId,
   };

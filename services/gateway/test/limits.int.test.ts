@@ -66,5 +66,6 @@ describe('--max-sessions-per-principal', () => {
   it('refuses a bad value at startup, naming the flag', async () => {
     const { parseConfig } = await import('@tether/gateway');
     expect(() => parseConfig(['--upstream', 'http://127.0.0.1:9/mcp', '--max-sessions-per-principal', '-3'], {})).toThrow(/max-sessions-per-principal/);
+    expect(() => parseConfig(['--upstream', 'http://127.0.0.1:9/mcp', '--max-sessions-per-principal', '10001'], {})).toThrow(/max-sessions-per-principal.*10000/);
   });
 });

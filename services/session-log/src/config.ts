@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
-import { isSessionLogError, resolveConfig } from '@tether/session-log';
+import { isSessionLogError, MAX_SESSIONS_PER_PRINCIPAL, resolveConfig } from '@tether/session-log';
 import { parseTokens } from './auth.js';
 import type { SessionLogServiceOptions } from './server.js';
 
@@ -151,7 +151,7 @@ export function parseConfig(
       maxBatchEntries: int('max-batch-entries', raw('max-batch-entries'), 1, 100_000),
       maxMessageBytes: int('max-message-bytes', raw('max-message-bytes'), 64 * 1024, 1024 * 1024 * 1024),
       maxStreamsPerCaller: int('max-streams-per-caller', raw('max-streams-per-caller'), 1, 1_000_000),
-      maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, 1_000_000),
+      maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, MAX_SESSIONS_PER_PRINCIPAL),
       log,
     },
   };
