@@ -7,13 +7,13 @@ export type LiveSignal = 'overflow' | 'closed' | 'aborted' | 'idle';
 
 /**
  * The live half of a reader: stored events as the server republishes them,
- * plus the session's control subject. Everything here is a cache of the log.
+ * plus the session's control messages (its shared subscription). Everything here is a cache of the log.
  * The buffer is bounded: when a slow reader lets it fill, it is dropped whole
  * and the reader goes back to the log, so memory never grows with lag.
  */
 export class LiveTail {
   readonly #events: Subscription;
-  readonly #control: Subscription;
+  readonly #unlistenControl: () => void;
   readonly #max: number;
   #signal: AbortSignal | undefined;
   #stats: FollowStats;
@@ -41,19 +41,11 @@ export class LiveTail {
         this.#notify();
       },
     });
-    this.#control = ctx.nc.subscribe(ctx.subjects.control(sessionId), {
-      callback: (err, msg) => {
-        if (err !== null) return;
-        try {
-          const body = msg.json<{ type?: unknown }>();
-          if (body.type === ControlType.closed) {
-            this.#closed = true;
-            this.#notify();
-          }
-        } catch {
-          // Not ours to judge: a malformed control message is ignored.
-        }
-      },
+    this.#unlistenControl = ctx.control.listen(sessionId, (message) => {
+      if (message.type === ControlType.closed) {
+        this.#closed = true;
+        this.#notify();
+      }
     });
     this.attach(signal, stats);
   }
@@ -102,7 +94,7 @@ export class LiveTail {
     this.#stopped = true;
     this.#signal?.removeEventListener('abort', this.#onAbort);
     this.#events.unsubscribe();
-    this.#control.unsubscribe();
+    this.#unlistenControl();
     this.#queue = [];
     this.#notify();
   }

@@ -4,6 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { isStreamId, newStreamId } from '@tether/protocol';
 import type { EventKind } from '@tether/protocol';
 import { classifyResume } from './classify.js';
+import { ControlFanout } from './control-fanout.js';
 import type { Acceptance, Refusal } from './classify.js';
 import { resolveConfig } from './config.js';
 import type { SessionLogConfig, SessionLogOptions } from './config.js';
@@ -105,7 +106,8 @@ export class SessionLog {
     try {
       const jsm = await jetstreamManager(nc, { timeout: config.requestTimeoutMs });
       const js = jetstream(nc, { timeout: config.requestTimeoutMs });
-      const ctx: LogContext = { nc, js, jsm, config: capPayload(config, nc), subjects: createSubjects(config.subjectPrefix) };
+      const subjects = createSubjects(config.subjectPrefix);
+      const ctx: LogContext = { nc, js, jsm, config: capPayload(config, nc), subjects, control: new ControlFanout(nc, subjects) };
       const handles = await ensureLog(nc, jsm, ctx.config);
       return new SessionLog(ctx, handles, options);
     } catch (err) {
@@ -170,6 +172,40 @@ export class SessionLog {
   /** Publishes a control message to every instance following the session. */
   publishControl(message: ControlMessage): void {
     this.#ctx.nc.publish(this.#ctx.subjects.control(message.sessionId), JSON.stringify(message));
+  }
+
+  /**
+   * Control messages of one session (closed, superseded, drain) until
+   * `signal` aborts, from the session's shared subscription on this
+   * connection (see `ControlFanout`). Malformed messages are skipped.
+   */
+  async *watchControl(sessionId: string, signal: AbortSignal): AsyncGenerator<ControlMessage, void, undefined> {
+    const queue: ControlMessage[] = [];
+    let wake: (() => void) | undefined;
+    const notify = (): void => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    const unlisten = this.#ctx.control.listen(sessionId, (message) => {
+      queue.push(message);
+      notify();
+    });
+    signal.addEventListener('abort', notify, { once: true });
+    try {
+      for (;;) {
+        if (signal.aborted) return;
+        const next = queue.shift();
+        if (next !== undefined) {
+          yield next;
+          continue;
+        }
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+    } finally {
+      signal.removeEventListener('abort', notify);
+      unlisten();
+    }
   }
 
   /**

@@ -218,3 +218,37 @@ describe('a reader opened ahead of the events (openReader)', () => {
     log.openReader(session, log.newStreamId()).close();
   });
 });
+
+describe('control subscriptions (one per session, shared)', () => {
+  /** Subscriptions nats-server holds on the session's control subject, across every connection. */
+  async function controlSubscriptions(sessionId: string): Promise<number> {
+    await log.connection.flush();
+    const res = await fetch(`http://127.0.0.1:${fx.server.monitorPort}/connz?subs=detail`);
+    const connz = (await res.json()) as { connections: { subscriptions_list_detail?: { subject: string }[] }[] };
+    const subject = `${log.config.subjectPrefix}.ctl.${sessionId}`;
+    return connz.connections.flatMap((c) => c.subscriptions_list_detail ?? []).filter((s) => s.subject === subject).length;
+  }
+
+  it('readers and a watcher of one session share one subscription; `closed` reaches all of them; the last to leave takes it away', async () => {
+    const session = await log.createSession(ALICE);
+    const readers = [log.openReader(session, '0'), log.openReader(session, log.newStreamId())];
+    const following = readers.map(async (r) => {
+      try {
+        for await (const _ of r.follow({ seq: 0, pos: 0 })) void _;
+        return 'ended';
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+    });
+    const abort = new AbortController();
+    const watch = log.watchControl(session.sessionId, abort.signal);
+    const first = watch.next();
+    expect(await controlSubscriptions(session.sessionId)).toBe(1);
+    log.publishControl({ type: 'closed', sessionId: session.sessionId, from: 'test' });
+    expect((await first).value).toMatchObject({ type: 'closed', sessionId: session.sessionId, from: 'test' });
+    expect(await Promise.all(following)).toEqual(['session_closed', 'session_closed']);
+    abort.abort();
+    await watch.return();
+    expect(await controlSubscriptions(session.sessionId)).toBe(0);
+  });
+});

@@ -1,11 +1,10 @@
-import { createSubjects, SessionLog } from '@tether/session-log';
-import type { ControlMessage, CreateSessionLogOptions } from '@tether/session-log';
+import { SessionLog } from '@tether/session-log';
+import type { CreateSessionLogOptions } from '@tether/session-log';
 import type { LogPort } from './log-port.js';
 
 /** The log in-process: the gateway talks to JetStream directly (no gRPC hop on the hot path). */
 export async function createLocalLog(options: CreateSessionLogOptions): Promise<LogPort> {
   const log = await SessionLog.create(options);
-  const subjects = createSubjects(log.config.subjectPrefix);
   const nc = log.connection;
   return {
     describe: `jetstream ${log.config.streamName} via ${nc.getServer()}`,
@@ -25,27 +24,8 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     renewLease: (lease, ttlMs) => log.leases.renew(lease, ttlMs),
     releaseLease: (lease) => log.leases.release(lease),
     publishControl: (message) => log.publishControl(message),
-    watchControl: (sessionId, signal) => watch(nc, subjects.control(sessionId), signal),
+    watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
     close: () => log.close(),
   };
-}
-
-async function* watch(nc: SessionLog['connection'], subject: string, signal: AbortSignal): AsyncIterable<ControlMessage> {
-  const sub = nc.subscribe(subject);
-  const stop = (): void => sub.unsubscribe();
-  signal.addEventListener('abort', stop, { once: true });
-  try {
-    if (signal.aborted) return;
-    for await (const msg of sub) {
-      try {
-        yield msg.json<ControlMessage>();
-      } catch {
-        // A malformed control message is not ours to act on.
-      }
-    }
-  } finally {
-    signal.removeEventListener('abort', stop);
-    sub.unsubscribe();
-  }
 }
