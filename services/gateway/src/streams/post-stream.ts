@@ -4,7 +4,7 @@ import { traceparentOf } from '@tether/telemetry';
 import type { SessionRecord, StreamReader } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
-import { callUpstream, isEventStream } from '../upstream.js';
+import { openUpstreamStream } from '../upstream-stream.js';
 import { keepLease } from './lease-keeper.js';
 import { pumpStream } from './pump.js';
 
@@ -108,9 +108,9 @@ export async function reopenUpstream(
   const upstreamSessionId = session.meta[Meta.upstreamSessionId];
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') headers[HttpHeader.sessionId] = upstreamSessionId;
   if (protocolVersion !== undefined) headers[HttpHeader.protocolVersion] = protocolVersion;
-  const res = await callUpstream(session.meta[Meta.upstream]!, { method: 'GET', headers, signal });
-  if (res.status !== 200 || !isEventStream(res) || res.body === null) {
-    await res.body?.cancel().catch(() => undefined);
+  const res = await openUpstreamStream(session.meta[Meta.upstream]!, headers, signal);
+  if (res.status !== 200 || !res.eventStream) {
+    res.close();
     return undefined;
   }
   return res.body;

@@ -3,7 +3,8 @@ import { isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
-import { callUpstream, isEventStream } from '../upstream.js';
+import { openUpstreamStream } from '../upstream-stream.js';
+import type { UpstreamStream } from '../upstream-stream.js';
 import { keepLease } from './lease-keeper.js';
 import { pumpStream } from './pump.js';
 import { reopenUpstream } from './post-stream.js';
@@ -36,15 +37,15 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') headers[HttpHeader.sessionId] = upstreamSessionId;
   if (protocolVersion !== undefined) headers[HttpHeader.protocolVersion] = protocolVersion;
   if (head?.upstreamId !== undefined) headers[HttpHeader.lastEventId] = head.upstreamId;
-  let answer: Response;
+  let answer: UpstreamStream;
   try {
-    answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'GET', headers, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
+    answer = await openUpstreamStream(session.meta[Meta.upstream]!, headers, abort.signal, ctx.metrics.upstreamErrors);
   } catch {
     await ctx.log.releaseLease(lease).catch(() => undefined);
     return 'failed';
   }
-  if (answer.status !== 200 || !isEventStream(answer) || answer.body === null) {
-    await answer.body?.cancel().catch(() => undefined);
+  if (answer.status !== 200 || !answer.eventStream) {
+    answer.close();
     await ctx.log.releaseLease(lease).catch(() => undefined);
     if (answer.status === 404) {
       await ctx.log.closeSession(sessionId, ctx.config.instanceId).catch(() => false);
