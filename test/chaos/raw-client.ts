@@ -9,7 +9,7 @@ import { MIN_DELAY_MS, PROTOCOL_VERSION, Routes, SLOW_FACTOR, progressArgs, take
 import type { ClientContext, RouteName } from './client-context.js';
 import { SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, DeliveredEvent, Exchange } from './record.js';
-import { sleep } from './util.js';
+import { sleep, untilAborted } from './util.js';
 import type { Rng } from '../shared/random.js';
 import type { Meaning } from './util.js';
 
@@ -261,7 +261,10 @@ export class RawClient {
     };
     let n = 0;
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      // Not only fetch's signal: undici can lose it once the Request is
+      // garbage-collected (nodejs/node#55428), and a slow read then waited
+      // forever past the run's hard stop (a 900 s run hung that way).
+      for await (const chunk of untilAborted(res.body as unknown as AsyncIterable<Uint8Array>, [abort.signal, this.#ctx.hardStop])) {
         for (const event of recorder.push(chunk)) {
           n += 1;
           armTimer();

@@ -20,6 +20,33 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * A body's chunks until any of `signals` aborts; then it stops reading and
+ * throws an AbortError (listeners on each signal, no composite signal).
+ */
+export async function* untilAborted<T>(body: AsyncIterable<T>, signals: readonly AbortSignal[]): AsyncGenerator<T, void, undefined> {
+  const iterator = body[Symbol.asyncIterator]();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<'aborted'>((resolve) => {
+    onAbort = () => resolve('aborted');
+    for (const s of signals) {
+      if (s.aborted) resolve('aborted');
+      else s.addEventListener('abort', onAbort, { once: true });
+    }
+  });
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), aborted]);
+      if (next === 'aborted') throw new DOMException('This operation was aborted', 'AbortError');
+      if (next.done === true) return;
+      yield next.value;
+    }
+  } finally {
+    for (const s of signals) if (onAbort !== undefined) s.removeEventListener('abort', onAbort);
+    void iterator.return?.()?.catch?.(() => undefined);
+  }
+}
+
 /** A short digest of an event payload: what the checker compares between a client and the log. */
 export function digest(data: string | Uint8Array): string {
   return createHash('sha1').update(data).digest('base64').slice(0, 16);

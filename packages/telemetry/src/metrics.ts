@@ -17,6 +17,8 @@ export interface TetherMetrics {
   readonly sessionsOpen: UpDownCounter;
   /** Writer leases taken over from a dead or departed writer. */
   readonly leaseTakeovers: Counter;
+  /** Sessions refused because their principal had `max-sessions-per-principal` open (`reason` attribute). */
+  readonly sessionsRefused: Counter;
   /** Upstream calls that failed (`reason` attribute). */
   readonly upstreamErrors: Counter;
 }
@@ -29,6 +31,7 @@ export const METRIC_NAMES = [
   'tether.streams.open',
   'tether.sessions.open',
   'tether.lease.takeovers',
+  'tether.sessions.refused',
   'tether.upstream.errors',
 ] as const;
 
@@ -43,6 +46,7 @@ export function createTetherMetrics(scope = 'tether'): TetherMetrics {
     streamsOpen: meter.createUpDownCounter('tether.streams.open', { description: 'Client streams open on this instance' }),
     sessionsOpen: meter.createUpDownCounter('tether.sessions.open', { description: 'Sessions with activity on this instance' }),
     leaseTakeovers: meter.createCounter('tether.lease.takeovers', { description: 'Writer leases taken over' }),
+    sessionsRefused: meter.createCounter('tether.sessions.refused', { description: 'Sessions refused at creation, by reason' }),
     upstreamErrors: meter.createCounter('tether.upstream.errors', { description: 'Failed upstream calls' }),
   };
 }

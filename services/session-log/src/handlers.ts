@@ -27,7 +27,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
   const scope = new CallerScope(log);
   const limiter = new StreamLimiter(options.maxStreamsPerCaller);
   const appender = new Appender(log, scope, options, (ms) => options.metrics.appendDuration.record(ms));
-  const sessions = new SessionHandlers(log, scope, appender);
+  const sessions = new SessionHandlers(log, scope, appender, options.metrics);
   const deps = { log, auth, scope, limiter, logger, metrics: options.metrics };
   const ttlOf = (ttlMs: number): number => countOf('ttl_ms', ttlMs, MIN_TTL_MS, MAX_TTL_MS);
   const ownerOf = (owner: string): string => {

@@ -8,7 +8,8 @@ import type {
   TouchSessionRequest,
   TouchSessionResponse,
 } from '@tether/cursor-proto';
-import { principalDigest } from '@tether/session-log';
+import { isSessionLogError, principalDigest } from '@tether/session-log';
+import type { TetherMetrics } from '@tether/telemetry';
 import type { SessionLog } from '@tether/session-log';
 import type { Appender } from './append.js';
 import { sessionIdOf, textOf, toProtoSession } from './convert.js';
@@ -50,16 +51,24 @@ export class SessionHandlers {
   readonly #log: SessionLog;
   readonly #scope: CallerScope;
   readonly #appender: Appender;
+  readonly #metrics: TetherMetrics;
 
-  constructor(log: SessionLog, scope: CallerScope, appender: Appender) {
+  constructor(log: SessionLog, scope: CallerScope, appender: Appender, metrics: TetherMetrics) {
     this.#log = log;
     this.#scope = scope;
     this.#appender = appender;
+    this.#metrics = metrics;
   }
 
   async open(req: OpenSessionRequest, ctx: UnaryContext): Promise<OpenSessionResponse> {
     const principal = principalOf(ctx.caller, req.principal);
-    const record = await this.#log.createSession(principal, { ...metaOf(req.meta), [CALLER_META_KEY]: ctx.caller });
+    let record;
+    try {
+      record = await this.#log.createSession(principal, { ...metaOf(req.meta), [CALLER_META_KEY]: ctx.caller });
+    } catch (err) {
+      if (isSessionLogError(err, 'too_many_sessions')) this.#metrics.sessionsRefused.add(1, { reason: err.code });
+      throw err;
+    }
     this.#scope.remember(record.sessionId, ctx.caller);
     return { session: toProtoSession(record) };
   }

@@ -178,4 +178,12 @@ describe('metrics of the cursor API', () => {
     // Every stream that opened has closed again.
     await point('tether.streams.open', (p) => p.attributes['rpc.method'] === 'Resume' && p.value === 0);
   });
+
+  it('sessions refused past --max-sessions-per-principal', async () => {
+    const metered = await fx.start(['--max-sessions-per-principal', '1'], 'session-log-limited-metrics', { ...receiver.env, OTEL_METRICS_EXPORTER: 'otlp', OTEL_TRACES_EXPORTER: 'none', OTEL_METRIC_EXPORT_INTERVAL: '300' });
+    const c = fx.client({ target: metered.target });
+    await callUnary(c.openSession.bind(c), { principal: 'user-limited', meta: {} });
+    expect((await failure(callUnary(c.openSession.bind(c), { principal: 'user-limited', meta: {} }))).detail?.code).toBe('too_many_sessions');
+    await receiver.eventually('tether.sessions.refused', () => [...receiver.points].reverse().find((p) => p.name === 'tether.sessions.refused' && p.attributes.reason === 'too_many_sessions' && p.value === 1));
+  });
 });

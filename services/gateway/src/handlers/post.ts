@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId } from '@tether/protocol';
+import { isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -78,6 +79,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     await ctx.log.append(session.sessionId, '0', 'prime', new Uint8Array(), { opensStream: session });
   } catch (err) {
     abort.abort();
+    if (isSessionLogError(err, 'too_many_sessions')) ctx.metrics.sessionsRefused.add(1, { reason: err.code });
     // The upstream made a session that no client will ever name: end it there too.
     const upstreamSessionId = answer.headers.get(HttpHeader.sessionId);
     if (upstreamSessionId !== null) {

@@ -98,7 +98,7 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       const parser = new SseParser({ maxBlockBytes: options.maxEventBytes, maxLineBytes: options.maxEventBytes });
       let failed = false;
       try {
-        for await (const chunk of body) {
+        for await (const chunk of untilAborted(body, signal)) {
           for (const msg of parser.push(chunk)) await record(msg);
           if (!options.endless && outstanding.size === 0) break;
         }
@@ -153,4 +153,36 @@ export function responseIds(data: string): string[] {
     if (typeof m === 'object' && m !== null && 'id' in m && ('result' in m || 'error' in m) && !('method' in m)) out.push(JSON.stringify((m as { id: unknown }).id));
   }
   return out;
+}
+
+/**
+ * The body's chunks until `signal` aborts, then stops reading it (its
+ * iterator is returned, which cancels a fetch body or destroys a response).
+ * The pump must not rely on the body to notice the abort: undici can lose the
+ * link between the signal given to `fetch` and the request once the Request
+ * object is garbage-collected (nodejs/node#55428, nodejs/undici#4984), and a
+ * deadline or drain would then wait on an upstream that never sends again.
+ */
+export async function* untilAborted<T>(body: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T, void, undefined> {
+  const iterator = body[Symbol.asyncIterator]();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<'aborted'>((resolve) => {
+    onAbort = () => resolve('aborted');
+    if (signal.aborted) resolve('aborted');
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), aborted]);
+      if (next === 'aborted') throw signal.reason instanceof Error ? signal.reason : new DOMException(String(signal.reason ?? 'aborted'), 'AbortError');
+      if (next.done === true) return;
+      yield next.value;
+    }
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    // Stop the body whether we finished, broke off or were aborted. (A fetch
+    // body's iterator cancels only once a pending read settles; the pump
+    // does not wait for that.)
+    void iterator.return?.()?.catch?.(() => undefined);
+  }
 }
