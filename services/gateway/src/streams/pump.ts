@@ -8,6 +8,7 @@ export type PumpOutcome = 'complete' | 'abandoned' | 'deadline' | 'stopped' | 'c
 
 export interface PumpOptions {
   readonly log: LogPort;
+  /** Bound to the stream already (`child({ sessionId, stream })`): lines add only their own facts. */
   readonly logger: Logger;
   readonly sessionId: string;
   readonly stream: string;
@@ -107,11 +108,11 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
         if (isSessionLogError(err)) throw err;
         if (isSseLimitError(err)) {
           for (const msg of err.messages) await record(msg);
-          options.logger.warn({ sessionId, stream, limitBytes: options.maxEventBytes }, 'upstream event exceeds the size limit');
+          options.logger.warn({ limitBytes: options.maxEventBytes }, 'upstream event exceeds the size limit');
           return await finish('abandoned');
         }
         failed = true;
-        options.logger.info({ sessionId, stream, err: (err as Error).message }, 'upstream stream broke');
+        options.logger.info({ err: (err as Error).message }, 'upstream stream broke');
       }
       if (signal.aborted) break;
       if (!options.endless && outstanding.size === 0) return await finish('complete');
@@ -135,7 +136,7 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
   } catch (err) {
     if (isSessionLogError(err, 'writer_conflict') || isSessionLogError(err, 'stream_ended')) return 'conflict';
     if (isSessionLogError(err, 'session_not_found') || isSessionLogError(err, 'session_closed')) return 'stopped';
-    options.logger.error({ sessionId, stream, code: (err as { code?: string }).code, err: (err as Error).message }, 'recording to the log failed');
+    options.logger.error({ code: (err as { code?: string }).code, err: (err as Error).message }, 'recording to the log failed');
     return 'log_failed';
   }
 }
