@@ -210,6 +210,11 @@ function createToolServer(): McpServer {
 
   server.registerTool(UpstreamTools.StreamProgress, { description: 'Sends count progress notifications on the stream of this request, then answers.', inputSchema: countArgs }, async ({ count, delayMs }, extra) => {
     const progressToken = extra._meta?.progressToken;
+    // Not in the millisecond of the stream's priming event either: the
+    // InMemoryEventStore (below) would order the two by their random suffix,
+    // and a nested resume from the priming id could then skip progress 1 (a
+    // 35 s chaos run in CI caught exactly that as a payload gap).
+    await pause(1);
     for (let i = 1; i <= count; i += 1) {
       // extra.sendNotification sets relatedRequestId, so the transport puts the
       // notification on this POST's SSE stream, not on the standalone GET one.
