@@ -59,9 +59,4 @@ export class ControlFanout {
       }
     };
   }
-
-  /** Sessions with a subscription now (for tests and metrics). */
-  get sessions(): number {
-    return this.#watched.size;
-  }
 }

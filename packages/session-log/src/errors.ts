@@ -78,3 +78,8 @@ export function jsErrorCode(err: unknown): number | undefined {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'number' ? code : undefined;
 }
+
+/** A KV compare-and-set that lost: the key changed since it was read (`update`), or exists (`create`). */
+export function isCasFailure(err: unknown): boolean {
+  return /wrong last sequence|key exists/i.test(String(err));
+}

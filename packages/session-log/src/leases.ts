@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { KV } from '@nats-io/kv';
-import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { isCasFailure, SessionLogError, SessionLogErrorCode } from './errors.js';
+import { assertSessionId, assertStreamId } from './ids.js';
 import { unavailable } from './setup.js';
-import { isSessionId, isStreamId } from '@tether/protocol';
 import { leaseKeyOf } from './wire.js';
 
 /**
@@ -124,10 +124,6 @@ export class LeaseTable {
   }
 }
 
-function isCasFailure(err: unknown): boolean {
-  return /wrong last sequence|key exists/i.test(String(err));
-}
-
 function lost(lease: Lease): SessionLogError {
   return new SessionLogError(SessionLogErrorCode.leaseLost, `lease on stream ${lease.stream} is no longer held by ${lease.owner}`, {
     sessionId: lease.sessionId,
@@ -137,7 +133,7 @@ function lost(lease: Lease): SessionLogError {
 
 /** The lease key, from ids checked first: a malformed one is `invalid_argument`, never a strange KV key. */
 function keyOf(sessionId: string, stream: string): string {
-  if (!isSessionId(sessionId)) throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'session id must be 22 base64url characters', { sessionId: String(sessionId).slice(0, 64) });
-  if (!isStreamId(stream)) throw new SessionLogError(SessionLogErrorCode.invalidArgument, "stream id must be '0' or 8 base32 characters", { stream: String(stream).slice(0, 64) });
+  assertSessionId(sessionId);
+  assertStreamId(stream);
   return leaseKeyOf(sessionId, stream);
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { KV } from '@nats-io/kv';
-import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { isCasFailure, SessionLogError, SessionLogErrorCode } from './errors.js';
 import { unavailable } from './setup.js';
 
 /** Is this session still open? (The registry answers; an idled-out or closed one is not.) */
@@ -103,7 +103,7 @@ export class PrincipalIndex {
       else await this.#kv.update(key, value, revision);
       return true;
     } catch (err) {
-      if (/wrong last sequence|key exists/i.test(String(err))) return false;
+      if (isCasFailure(err)) return false;
       throw unavailable(err);
     }
   }

@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
-import { isSessionId, newEpoch, newSessionId } from '@tether/protocol';
-import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { newEpoch, newSessionId } from '@tether/protocol';
+import { isCasFailure, SessionLogError, SessionLogErrorCode } from './errors.js';
+import { assertSessionId } from './ids.js';
 import { samePrincipal } from './principal.js';
 import { unavailable } from './setup.js';
 
@@ -111,7 +112,7 @@ export class SessionRegistry {
         await this.#kv.update(sessionId, JSON.stringify(next), stored.revision);
         return next;
       } catch (err) {
-        if (!/wrong last sequence/i.test(String(err))) throw unavailable(err);
+        if (!isCasFailure(err)) throw unavailable(err);
         // Someone else changed the entry between our read and write: read again.
       }
     }
@@ -119,9 +120,7 @@ export class SessionRegistry {
   }
 
   async #read(sessionId: string): Promise<Stored | undefined> {
-    if (!isSessionId(sessionId)) {
-      throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'session id must be 22 base64url characters', { sessionId: sessionId.slice(0, 64) });
-    }
+    assertSessionId(sessionId);
     let entry;
     try {
       entry = await this.#kv.get(sessionId);

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isStreamId, newStreamId } from '@tether/protocol';
+import { newStreamId } from '@tether/protocol';
 import type { EventKind } from '@tether/protocol';
 import { classifyResume } from './classify.js';
 import { ControlFanout } from './control-fanout.js';
@@ -11,6 +11,7 @@ import type { SessionLogConfig, SessionLogOptions } from './config.js';
 import type { LogContext } from './context.js';
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
 import { decodeLogEvent, START_CURSOR } from './event.js';
+import { assertStreamId } from './ids.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LeaseTable } from './leases.js';
 import { readPage } from './page.js';
@@ -389,12 +390,6 @@ export class SessionLog {
     this.#writers.clear();
     this.#inDoubt.clear();
     if (this.#ownsConnection) await this.#ctx.nc.drain().catch(() => undefined);
-  }
-}
-
-function assertStreamId(stream: string): void {
-  if (!isStreamId(stream)) {
-    throw new SessionLogError(SessionLogErrorCode.invalidArgument, "stream id must be '0' or 8 base32 characters", { stream: String(stream).slice(0, 64) });
   }
 }
 

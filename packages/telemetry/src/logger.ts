@@ -52,7 +52,6 @@ export function sessionTag(sessionId: string): string {
   return `s_${createHash('sha256').update(sessionId).digest('base64url').slice(0, 12)}`;
 }
 
-
 /** Tags `sessionId` fields at any depth of a serialized error (its `fields`, its `cause`…). */
 function tagNested(value: unknown, depth: number): unknown {
   if (depth === 0 || typeof value !== 'object' || value === null || Array.isArray(value)) return value;
