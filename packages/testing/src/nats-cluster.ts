@@ -11,6 +11,10 @@ import { readMetaCluster, type Probe } from './readiness.js';
 
 /** Options of {@link startNatsCluster}. */
 export interface NatsClusterOptions {
+  /** The nats-server binary. Default: {@link findNatsServerBinary} (`$NATS_SERVER_BIN`, then PATH). */
+  bin?: string;
+  /** Extra lines of every node's config file, e.g. `['jetstream { sync_interval: always }']`. */
+  configLines?: readonly string[];
   /** Number of nodes. Default 3 (the smallest that survives losing one). */
   size?: number;
   /** How long the whole cluster, and later each node's restart(), may take to be ready. Default 30000. */
@@ -44,11 +48,12 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   const size = opts.size ?? 3;
   if (!Number.isInteger(size) || size < 1) throw new RangeError(`cluster size must be a positive integer, got ${size}`);
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
-  const bin = findNatsServerBinary();
+  const bin = opts.bin ?? findNatsServerBinary();
+  const configLines = opts.configLines ?? [];
 
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await launchCluster(bin, size, readyTimeoutMs);
+      return await launchCluster(bin, size, readyTimeoutMs, configLines);
     } catch (err) {
       const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && err.cause.stderrTail.some((line) => line.includes('address already in use'));
       if (!portTaken || attempt >= MAX_ATTEMPTS) throw err;
@@ -56,7 +61,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   }
 }
 
-async function launchCluster(bin: string, size: number, readyTimeoutMs: number): Promise<NatsCluster> {
+async function launchCluster(bin: string, size: number, readyTimeoutMs: number, configLines: readonly string[]): Promise<NatsCluster> {
   const id = randomBytes(4).toString('hex');
   const clusterName = `tether-test-${id}`;
   const routePorts = await getFreePorts(size);
@@ -70,7 +75,7 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number):
     await mkdir(dir);
     const configFile = join(dir, 'nats-server.conf');
     const peers = routePorts.filter((_, j) => j !== i).map((port) => `nats-route://${LOOPBACK}:${port}`);
-    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers }));
+    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers, configLines }));
     const server = new ManagedNatsServer({ bin, dir, ownsDir: true, jetstream: true, port: undefined, monitorPort: undefined, configFile, extraArgs: [], readyTimeoutMs });
     nodes.push({ name, server });
   }
@@ -128,7 +133,7 @@ function metaMemberProbe(self: string, nodes: readonly { name: string; server: M
   };
 }
 
-function renderConfig(c: { name: string; clusterName: string; routePort: number; peers: readonly string[] }): string {
+function renderConfig(c: { name: string; clusterName: string; routePort: number; peers: readonly string[]; configLines: readonly string[] }): string {
   // JSON strings are valid NATS config strings. Ports, store dir and JetStream
   // come from the command line so the launcher treats every node alike.
   const q = (s: string) => JSON.stringify(s);
@@ -139,6 +144,7 @@ function renderConfig(c: { name: string; clusterName: string; routePort: number;
     `  listen: ${q(`${LOOPBACK}:${c.routePort}`)}`,
     `  routes: [${c.peers.map(q).join(', ')}]`,
     '}',
+    ...c.configLines,
     '',
   ].join('\n');
 }

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { releaseDir, spawnTracked, trackOwnedDir, type SpawnedChild } from './children.js';
@@ -9,6 +10,8 @@ import { healthzProbe, jetStreamApiProbe, pollUntilReady, type Probe } from './r
 
 /** Options of {@link startNatsServer}. */
 export interface NatsServerOptions {
+  /** The nats-server binary. Default: {@link findNatsServerBinary} (`$NATS_SERVER_BIN`, then PATH). */
+  bin?: string;
   /** Enable JetStream (`-js`). Default true. */
   jetstream?: boolean;
   /** Store dir (`-sd`), also where the ports file goes. Default: a fresh mkdtemp under os.tmpdir(), removed by cleanup(). A dir you pass is never removed. */
@@ -17,6 +20,8 @@ export interface NatsServerOptions {
   port?: number;
   /** Appended to the command line, e.g. `['-DV']`. */
   extraArgs?: readonly string[];
+  /** Lines of a config file written into the store dir and passed with `-c`, e.g. `['jetstream { sync_interval: always }']`. */
+  configLines?: readonly string[];
   /** How long start() and restart() wait for readiness. Default 10000. */
   readyTimeoutMs?: number;
 }
@@ -28,6 +33,10 @@ export interface NatsServer {
   readonly port: number;
   readonly monitorPort: number;
   readonly storeDir: string;
+  /** The binary this server runs. */
+  readonly bin: string;
+  /** Its version as it reports it (`2.15.1`), read once per binary with `--version`. */
+  readonly version: string;
   /** Undefined while stopped. */
   readonly pid: number | undefined;
   /** SIGTERM and wait for exit; SIGKILL if still running after 5 s. No-op when stopped. */
@@ -103,6 +112,12 @@ export class ManagedNatsServer implements NatsServer {
   }
   get storeDir(): string {
     return this.#spec.dir;
+  }
+  get bin(): string {
+    return this.#spec.bin;
+  }
+  get version(): string {
+    return natsServerVersion(this.#spec.bin);
   }
   get pid(): number | undefined {
     return this.#state.t === 'running' ? this.#state.pid : undefined;
@@ -253,10 +268,15 @@ export class ManagedNatsServer implements NatsServer {
  * @throws NatsServerStartError `nats_server_start_failed` | `nats_server_ready_timeout`, with the server's stderr tail
  */
 export async function startNatsServer(opts: NatsServerOptions = {}): Promise<NatsServer> {
-  const bin = findNatsServerBinary();
+  const bin = opts.bin ?? findNatsServerBinary();
   const ownsDir = opts.storeDir === undefined;
   const dir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'tether-nats-')));
   if (!ownsDir) await mkdir(dir, { recursive: true });
+  let configFile: string | undefined;
+  if (opts.configLines !== undefined && opts.configLines.length > 0) {
+    configFile = join(dir, 'nats-server.conf');
+    await writeFile(configFile, `${opts.configLines.join('\n')}\n`);
+  }
   const server = new ManagedNatsServer({
     bin,
     dir,
@@ -264,7 +284,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     jetstream: opts.jetstream ?? true,
     port: opts.port,
     monitorPort: undefined,
-    configFile: undefined,
+    configFile,
     extraArgs: opts.extraArgs ?? [],
     readyTimeoutMs: opts.readyTimeoutMs ?? 10_000,
   });
@@ -286,4 +306,24 @@ async function waitStopped(pid: number): Promise<void> {
     if (stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+const versions = new Map<string, string>();
+
+/**
+ * The version a nats-server binary reports (`nats-server: v2.15.1` → `2.15.1`),
+ * cached per path. Tests name it when they skip for a missing feature.
+ *
+ * @throws TestingError `nats_server_start_failed` when the binary prints no version
+ */
+export function natsServerVersion(bin: string): string {
+  let version = versions.get(bin);
+  if (version === undefined) {
+    const out = execFileSync(bin, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+    const match = /v(\d+\.\d+\.\d+\S*)/.exec(out);
+    if (match?.[1] === undefined) throw new TestingError(TestingErrorCodes.NatsServerStartFailed, `${bin} --version printed no version: ${JSON.stringify(out.slice(0, 200))}`);
+    version = match[1];
+    versions.set(bin, version);
+  }
+  return version;
 }
