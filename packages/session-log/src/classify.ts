@@ -1,9 +1,12 @@
-import type { StoredMsg } from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/transport-node';
 import { decodeEventId, EndReason, EventKind, ResumeVerdict } from '@tether/protocol';
 import type { EventId } from '@tether/protocol';
 import type { LogContext } from './context.js';
+import { directBatch } from './direct-batch.js';
+import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
+import type { ReplayOptions } from './replay.js';
 import { samePrincipal } from './principal.js';
 import type { SessionRecord, SessionRegistry } from './registry.js';
 import { unavailable } from './setup.js';
@@ -31,14 +34,38 @@ export interface Acceptance {
    * instead of an empty stream that some clients would reopen forever.)
    */
   readonly nothingLeft: boolean;
+  /** What the reader's first pass starts with (internal: the batch read with the cursor, the head it must reach). */
+  readonly replay?: ReplayOptions;
 }
 
 export type Classification = Acceptance | Refusal;
 
+/** A message the log holds, whatever read found it. */
+interface Held {
+  readonly seq: number;
+  readonly subject: string;
+  readonly headers: MsgHdrs | undefined;
+  readonly data: Uint8Array;
+}
+
+/** What the log says around a cursor: the message at its position, the stream's last, the first one after it. */
+interface Facts {
+  readonly at: Held | null;
+  readonly last: Held | null;
+  /** `undefined`: not known yet (the leader is asked only if the verdict needs it). */
+  readonly next: Held | null | undefined;
+  /** The messages after the cursor that were read with it: the reader's first batch. */
+  readonly first?: DirectBatch;
+}
+
 /**
- * DESIGN section 7: the first rule that matches decides. Every read here goes
- * to the stream leader: a follower that lags an acknowledged append would turn
- * a good cursor into a false `ahead`.
+ * DESIGN section 7: the first rule that matches decides. What is *absent*
+ * is only ever taken from the stream leader: a follower that lags an
+ * acknowledged append would turn a good cursor into a false `ahead`. What a
+ * read *finds* is exact wherever it came from (a replica holds a prefix of
+ * the log). On servers with batch direct get, one round trip carries the
+ * session record, the cursor's event with the events after it (the reader's
+ * first batch) and the stream's last event; older servers take two.
  */
 export async function classifyResume(
   ctx: LogContext,
@@ -50,24 +77,31 @@ export async function classifyResume(
   const decoded = decodeEventId(lastEventId);
   if (!decoded.ok) return { verdict: ResumeVerdict.malformed, reason: `Last-Event-ID is malformed: ${decoded.reason}`, sessionId };
   const cursor = decoded.value;
-  const refuse = (verdict: Refusal['verdict'], reason: string, log?: Refusal['log']): Refusal =>
-    log === undefined ? { verdict, reason, sessionId, cursor } : { verdict, reason, sessionId, cursor, log };
-
-  const session = await registry.get(sessionId);
-  if (session === undefined || session.state !== 'active' || !samePrincipal(session.principal, principal)) {
-    return refuse(ResumeVerdict.unknownSession, 'the session is unknown, closed, or not yours');
-  }
-  if (cursor.epoch !== session.epoch) return refuse(ResumeVerdict.epochMismatch, 'the cursor belongs to another incarnation of this session');
-
   // The subject comes from the session header and the cursor's stream id;
   // the cursor's position is only ever compared, never used to pick a subject.
   const subject = ctx.subjects.log(sessionId, cursor.stream);
-  // The three reads are independent: one round trip instead of three.
-  const [at, last, nextMsg] = await Promise.all([
-    get(ctx, { seq: cursor.pos }),
-    get(ctx, { last_by_subj: subject }),
-    get(ctx, { seq: cursor.pos + 1, next_by_subj: subject }),
+  const direct = ctx.paths().classify === 'direct-batch';
+  // On the direct path the log is read beside the registry; nothing read is
+  // used, or leaves this function, before the session and principal check.
+  const [session, facts] = await Promise.all([
+    registry.get(sessionId),
+    direct ? directFacts(ctx, subject, cursor.pos) : undefined,
   ]);
+  if (session === undefined || session.state !== 'active' || !samePrincipal(session.principal, principal)) {
+    return { verdict: ResumeVerdict.unknownSession, reason: 'the session is unknown, closed, or not yours', sessionId, cursor };
+  }
+  if (cursor.epoch !== session.epoch) {
+    return { verdict: ResumeVerdict.epochMismatch, reason: 'the cursor belongs to another incarnation of this session', sessionId, cursor };
+  }
+  return decide(ctx, session, cursor, subject, facts ?? (await leaderFacts(ctx, subject, cursor.pos)));
+}
+
+/** The verdict from the facts: the same rules on every server and read path. */
+async function decide(ctx: LogContext, session: SessionRecord, cursor: EventId, subject: string, facts: Facts): Promise<Classification> {
+  const { sessionId } = session;
+  const refuse = (verdict: Refusal['verdict'], reason: string, log?: Refusal['log']): Refusal =>
+    log === undefined ? { verdict, reason, sessionId, cursor } : { verdict, reason, sessionId, cursor, log };
+  const { at, last } = facts;
   const lastEvent = last === null ? undefined : decode(sessionId, cursor.stream, last);
   const lastInfo = lastEvent === undefined ? {} : { lastSeq: lastEvent.seq, lastPos: lastEvent.pos };
 
@@ -97,26 +131,68 @@ export async function classifyResume(
     cursor: { seq: cursor.seq, pos: cursor.pos },
     endedAtCursor,
     nothingLeft: endedAtCursor,
+    replay: { reach: lastEvent?.pos ?? 0, ...(facts.first === undefined ? {} : { first: facts.first }) },
   };
   if (lastEvent === undefined || lastEvent.pos === cursor.pos) return acceptance;
 
-  const next = nextMsg === null ? undefined : decode(sessionId, cursor.stream, nextMsg);
-  if (next === undefined) return refuse(ResumeVerdict.truncated, 'the events after the cursor were evicted from the log', lastInfo);
-  const nextInfo = { ...lastInfo, nextSeq: next.seq, nextPos: next.pos };
-  if (next.seq === cursor.seq + 1 && next.prev === cursor.pos && next.epoch === cursor.epoch) {
-    return { ...acceptance, nothingLeft: next.kind === EventKind.end };
+  const next = facts.next !== undefined ? facts.next : await get(ctx, { seq: cursor.pos + 1, next_by_subj: subject });
+  const nextEvent = next === null ? undefined : decode(sessionId, cursor.stream, next);
+  if (nextEvent === undefined) return refuse(ResumeVerdict.truncated, 'the events after the cursor were evicted from the log', lastInfo);
+  const nextInfo = { ...lastInfo, nextSeq: nextEvent.seq, nextPos: nextEvent.pos };
+  if (nextEvent.seq === cursor.seq + 1 && nextEvent.prev === cursor.pos && nextEvent.epoch === cursor.epoch) {
+    return { ...acceptance, nothingLeft: nextEvent.kind === EventKind.end };
   }
-  if (next.seq > cursor.seq + 1) return refuse(ResumeVerdict.truncated, 'retention evicted events right after the cursor', nextInfo);
+  if (nextEvent.seq > cursor.seq + 1) return refuse(ResumeVerdict.truncated, 'retention evicted events right after the cursor', nextInfo);
   return refuse(ResumeVerdict.diverged, 'the event after the cursor does not chain to it', nextInfo);
+}
+
+/** 2.9/2.10: three leader gets in one round trip. */
+async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
+  const [at, last, next] = await Promise.all([get(ctx, { seq: pos }), get(ctx, { last_by_subj: subject }), get(ctx, { seq: pos + 1, next_by_subj: subject })]);
+  return { at, last, next };
+}
+
+/**
+ * 2.11+: one batch direct get from the cursor's position (its event and the
+ * reader's first batch) beside the stream's last event. Only what is missing
+ * from the batch is asked of the leader: the message at the cursor's
+ * position when it is not this stream's (evicted, or another stream's: the
+ * verdict needs to know which), and the event after the cursor when the
+ * replica that answered stops short of the stream's last.
+ */
+async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
+  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, ctx.config.readBatch + 1), lastOf(ctx, subject)]);
+  if (batch === undefined) return { ...(await leaderFacts(ctx, subject, pos)), last };
+  const [head] = batch.messages;
+  const at = head !== undefined && head.seq === pos ? held(subject, head) : await get(ctx, { seq: pos });
+  const after = batch.messages.filter((msg) => msg.seq > pos);
+  const following = after[0];
+  return { at, last, next: following === undefined ? undefined : held(subject, following), first: { messages: after, pending: batch.pending } };
+}
+
+function held(subject: string, msg: StoredEvent): Held {
+  return { seq: msg.seq, subject, headers: msg.headers, data: msg.data };
+}
+
+/** The stream's last event: from the only replica on R1 (direct, answered inline), from the leader otherwise. */
+async function lastOf(ctx: LogContext, subject: string): Promise<Held | null> {
+  if (ctx.config.replicas > 1) return get(ctx, { last_by_subj: subject });
+  try {
+    const msg = await ctx.jsm.direct.getMessage(ctx.config.streamName, { last_by_subj: subject });
+    return msg === null ? null : { seq: msg.seq, subject: msg.subject, headers: msg.header, data: msg.data };
+  } catch (err) {
+    throw unavailable(err);
+  }
 }
 
 type GetQuery = { seq: number } | { last_by_subj: string } | { seq: number; next_by_subj: string };
 
-async function get(ctx: LogContext, query: GetQuery): Promise<StoredMsg | null> {
+async function get(ctx: LogContext, query: GetQuery): Promise<Held | null> {
   try {
     // `next_by_subj` is accepted by the leader's STREAM.MSG.GET on 2.9 too;
     // the client's type only lists it for direct gets.
-    return await ctx.jsm.streams.getMessage(ctx.config.streamName, query as { seq: number });
+    const msg = await ctx.jsm.streams.getMessage(ctx.config.streamName, query as { seq: number });
+    return msg === null ? null : { seq: msg.seq, subject: msg.subject, headers: msg.header, data: msg.data };
   } catch (err) {
     throw unavailable(err);
   }
@@ -131,7 +207,7 @@ async function streamState(ctx: LogContext): Promise<{ firstSeq: number; lastSeq
   }
 }
 
-function decode(sessionId: string, stream: string, msg: StoredMsg): LogEvent | undefined {
-  const result = decodeLogEvent(sessionId, stream, msg.seq, msg.header, msg.data);
+function decode(sessionId: string, stream: string, msg: Held): LogEvent | undefined {
+  const result = decodeLogEvent(sessionId, stream, msg.seq, msg.headers, msg.data);
   return result.ok ? result.event : undefined;
 }

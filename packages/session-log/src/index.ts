@@ -16,6 +16,8 @@ export { principalDigest, samePrincipal } from './principal.js';
 export { resolveConfig } from './config.js';
 export type { SessionLogConfig, SessionLogOptions } from './config.js';
 export { desiredStreamConfig } from './setup.js';
+export { logPaths, serverFeatures } from './server-features.js';
+export type { LogPaths, ServerFeatures, ServerReport } from './server-features.js';
 export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
 export type { SessionLogErrorFields } from './errors.js';

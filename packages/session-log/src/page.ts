@@ -2,7 +2,7 @@ import type { LogContext } from './context.js';
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
-import { replayAfter } from './replay.js';
+import { replay } from './replay.js';
 
 export interface PageQuery {
   readonly afterSeq: number;
@@ -25,7 +25,7 @@ export async function readPage(ctx: LogContext, sessionId: string, stream: strin
   const page: LogEvent[] = [];
   let last: Cursor | undefined = query.afterPos === undefined ? undefined : { seq: afterSeq, pos: query.afterPos };
   const where = { sessionId, stream };
-  for await (const msg of replayAfter(ctx, ctx.subjects.log(sessionId, stream), last?.pos ?? 0)) {
+  for await (const msg of replay(ctx, ctx.subjects.log(sessionId, stream), last?.pos ?? 0)) {
     const decoded = decodeLogEvent(sessionId, stream, msg.seq, msg.headers, msg.data);
     if (!decoded.ok || decoded.event.epoch !== epoch) {
       throw new SessionLogError(SessionLogErrorCode.streamDiverged, 'an event in the log has malformed chain headers', { ...where, pos: msg.seq });

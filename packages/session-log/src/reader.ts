@@ -5,7 +5,8 @@ import { SessionLogError, SessionLogErrorCode } from './errors.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
 import { LiveTail } from './live-tail.js';
-import { replayAfter } from './replay.js';
+import { replay } from './replay.js';
+import type { ReplayOptions } from './replay.js';
 
 export interface FollowOptions {
   /** Aborting ends the iteration promptly, even while it waits for live events. */
@@ -37,6 +38,14 @@ export function createFollowStats(): FollowStats {
   return { fromLog: 0, fromLive: 0, logPasses: 0, liveOverflows: 0, liveHighWater: 0 };
 }
 
+/** How a reader starts, when its caller knows more than the cursor. */
+export interface FollowStart {
+  /** A live tail opened before anything after the cursor was stored: start live, no replay. */
+  readonly tail?: LiveTail;
+  /** What the first replay pass already has or must reach (from a resume's classification). */
+  readonly replay?: ReplayOptions;
+}
+
 /** Republished messages carry their stream sequence in this header. */
 const NATS_SEQUENCE = 'Nats-Sequence';
 
@@ -57,8 +66,9 @@ export async function* follow(
   epoch: string,
   from: Cursor,
   options: FollowOptions = {},
-  opened?: LiveTail,
+  start: FollowStart = {},
 ): AsyncGenerator<LogEvent, void, undefined> {
+  const opened = start.tail;
   if (options.endedAtCursor === true) {
     opened?.close();
     return;
@@ -78,11 +88,13 @@ export async function* follow(
   try {
     // A live message we could not deliver: the log must reach at least it.
     let mustReach = 0;
+    let firstPass = start.replay;
     for (;;) {
       tail.rearm();
-      const replay = startLive ? noReplay() : replayAfter(ctx, subject, last.pos);
+      const pass = startLive ? noReplay() : replay(ctx, subject, last.pos, firstPass ?? { reach: mustReach });
+      firstPass = undefined;
       if (!startLive) stats.logPasses += 1;
-      for await (const msg of replay) {
+      for await (const msg of pass) {
         const event = decode(sessionId, stream, msg.seq, msg.headers, msg.data);
         if (event === undefined) throw fail(SessionLogErrorCode.streamDiverged, 'an event in the log has malformed chain headers', { seq: 0, pos: msg.seq });
         if (event.pos <= last.pos) continue;

@@ -1,6 +1,8 @@
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { LogContext } from './context.js';
+import { directBatch } from './direct-batch.js';
+import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { unavailable } from './setup.js';
 
 const NANOS_PER_MS = 1_000_000;
@@ -8,9 +10,59 @@ const NANOS_PER_MS = 1_000_000;
 const CONSUMER_IDLE_MS = 60_000;
 const FETCH_EXPIRES_MS = 5_000;
 
+/** Options of one replay pass. */
+export interface ReplayOptions {
+  /** The pass's first batch, already read (a resume's classification reads it with the cursor). */
+  readonly first?: DirectBatch;
+  /**
+   * A stream position the log is known to hold (the leader's head at
+   * classification, a live event the reader could not place). A pass whose
+   * direct reads end before it asks the leader for the rest: a replica may lag.
+   */
+  readonly reach?: number;
+}
+
 /**
- * Stored messages of one subject after `afterPos`, in order, up to the end
- * of the log as it is when the pass starts. An ephemeral, unacknowledged,
+ * Stored messages of one subject after `afterPos`, in order, up to the end of
+ * the log as it is when the pass starts, read the way the server allows:
+ * batch direct gets on 2.11+ (one request per batch, no consumer), else an
+ * ephemeral consumer. Reader-paced either way: the next batch is requested
+ * only when the caller has taken the last one.
+ */
+export function replay(ctx: LogContext, subject: string, afterPos: number, options: ReplayOptions = {}): AsyncGenerator<StoredEvent> {
+  return ctx.paths().replay === 'direct-batch' ? replayDirect(ctx, subject, afterPos, options) : replayAfter(ctx, subject, afterPos);
+}
+
+/**
+ * The direct-get pass. What a replica answers is a prefix of the log (it
+ * applies only committed entries), so every message it returns is exact;
+ * only its end can be early. A pass that ends before `reach` finishes from
+ * the leader's consumer, which decides.
+ */
+async function* replayDirect(ctx: LogContext, subject: string, afterPos: number, options: ReplayOptions): AsyncGenerator<StoredEvent> {
+  const reach = options.reach ?? 0;
+  let pos = afterPos;
+  let batch: DirectBatch | undefined = options.first;
+  for (;;) {
+    batch ??= await directBatch(ctx, subject, pos + 1, ctx.config.readBatch);
+    // The replica that answered ignored `batch` (an older server in a mixed cluster).
+    if (batch === undefined) return yield* replayAfter(ctx, subject, pos);
+    for (const msg of batch.messages) {
+      if (msg.seq <= pos) continue;
+      pos = msg.seq;
+      yield msg;
+    }
+    const more = batch.pending > 0 && batch.messages.length > 0;
+    batch = undefined;
+    if (more) continue;
+    if (pos < reach) yield* replayAfter(ctx, subject, pos);
+    return;
+  }
+}
+
+/**
+ * The consumer pass (2.9/2.10, and the leader's word after a short direct
+ * read). An ephemeral, unacknowledged,
  * memory-backed consumer with a single subject filter (2.9-compatible) is
  * pulled one batch at a time, and only when the caller asks for more: the
  * reader sets the pace and at most one batch is held.

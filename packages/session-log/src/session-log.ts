@@ -21,6 +21,8 @@ import { createFollowStats, follow } from './reader.js';
 import type { FollowOptions } from './reader.js';
 import { SessionRegistry } from './registry.js';
 import type { SessionRecord } from './registry.js';
+import { createServerReporter } from './server-features.js';
+import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
 import type { LogHandles } from './setup.js';
 import { createSubjects, ControlType } from './wire.js';
@@ -73,9 +75,11 @@ export class SessionLog {
   readonly #maxOpenWriters: number;
   readonly #principals: PrincipalIndex;
   readonly #maxSessionsPerPrincipal: number;
+  readonly #server: () => ServerReport;
 
-  private constructor(ctx: LogContext, handles: LogHandles, options: CreateSessionLogOptions) {
+  private constructor(ctx: LogContext, handles: LogHandles, server: () => ServerReport, options: CreateSessionLogOptions) {
     this.#ctx = ctx;
+    this.#server = server;
     this.config = ctx.config;
     this.sessions = new SessionRegistry(handles.sessions);
     this.leases = new LeaseTable(handles.leases);
@@ -108,13 +112,33 @@ export class SessionLog {
       const jsm = await jetstreamManager(nc, { timeout: config.requestTimeoutMs });
       const js = jetstream(nc, { timeout: config.requestTimeoutMs });
       const subjects = createSubjects(config.subjectPrefix);
-      const ctx: LogContext = { nc, js, jsm, config: capPayload(config, nc), subjects, control: new ControlFanout(nc, subjects) };
-      const handles = await ensureLog(nc, jsm, ctx.config);
-      return new SessionLog(ctx, handles, options);
+      const capped = capPayload(config, nc);
+      const handles = await ensureLog(nc, jsm, capped);
+      const server = createServerReporter(nc, handles.allowDirect);
+      const ctx: LogContext = {
+        nc,
+        js,
+        jsm,
+        config: capped,
+        subjects,
+        control: new ControlFanout(nc, subjects),
+        features: () => server().features,
+        paths: () => server().paths,
+      };
+      return new SessionLog(ctx, handles, server, options);
     } catch (err) {
       if (options.nc === undefined) await nc.close().catch(() => undefined);
       throw err instanceof SessionLogError ? err : unavailable(err);
     }
+  }
+
+  /**
+   * The nats-server this log talks to now (its version from INFO), what it
+   * can do, and the read paths the log takes on it: `direct-batch` on 2.11+,
+   * `consumer` / `msg-get` on older servers. For startup logs and `/readyz`.
+   */
+  get server(): ServerReport {
+    return this.#server();
   }
 
   /** The NATS connection (shared with callers that publish control messages). */
@@ -287,7 +311,7 @@ export class SessionLog {
     return {
       ...result,
       events: (options = {}) =>
-        follow(ctx, sessionId, result.stream, result.session.epoch, result.cursor, { ...options, endedAtCursor: result.endedAtCursor }),
+        follow(ctx, sessionId, result.stream, result.session.epoch, result.cursor, { ...options, endedAtCursor: result.endedAtCursor }, result.replay === undefined ? {} : { replay: result.replay }),
     };
   }
 
@@ -322,7 +346,7 @@ export class SessionLog {
     const tail = new LiveTail(this.#ctx, session.sessionId, stream, undefined, createFollowStats());
     const ctx = this.#ctx;
     return {
-      follow: (from, options = {}) => follow(ctx, session.sessionId, stream, session.epoch, from, options, tail),
+      follow: (from, options = {}) => follow(ctx, session.sessionId, stream, session.epoch, from, options, { tail }),
       close: () => tail.close(),
     };
   }

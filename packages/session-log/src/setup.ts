@@ -10,6 +10,8 @@ import { createSubjects } from './wire.js';
 const NANOS_PER_MS = 1_000_000;
 
 export interface LogHandles {
+  /** The log stream answers direct gets (it was created with, or later given, `allow_direct`). */
+  readonly allowDirect: boolean;
   readonly sessions: KV;
   readonly leases: KV;
   readonly principals: KV;
@@ -37,8 +39,8 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
     max_bytes: config.maxBytes,
     discard: DiscardPolicy.Old,
     duplicate_window: config.duplicateWindowMs * NANOS_PER_MS,
-    // Kept for tools that read the log; our own decisions use leader reads,
-    // because a follower may lag behind an acknowledged append.
+    // Replays read batches with direct gets on 2.11+ (any replica answers;
+    // what is absent is still asked of the leader, see classify.ts).
     allow_direct: true,
     // The server republishes every *stored* event to `<prefix>.live.…` with
     // its stream sequence. Live readers listen there, never on the log subject
@@ -56,7 +58,7 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
  */
 export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, config: SessionLogConfig): Promise<LogHandles> {
   const want = desiredStreamConfig(config);
-  await ensureStream(jsm, want);
+  const allowDirect = await ensureStream(jsm, want);
   const kvm = new Kvm(nc);
   // Buckets are read through the stream leader (allow_direct: false): right
   // after an initialize on instance A, instance B must see the session.
@@ -65,10 +67,11 @@ export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, confi
   // leases nobody released (a writer that died and was never replaced).
   const leases = await ensureBucket(jsm, kvm, config.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas);
   const principals = await ensureBucket(jsm, kvm, config.principalsBucket, Math.max(PRINCIPAL_ENTRY_MIN_MS, 2 * config.sessionIdleMs), config.replicas);
-  return { sessions, leases, principals };
+  return { allowDirect, sessions, leases, principals };
 }
 
-async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<void> {
+/** Returns whether the stream allows direct gets (a stream made by hand may not: the log then reads through consumers). */
+async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<boolean> {
   let existing: StreamConfig;
   try {
     existing = (await jsm.streams.info(want.name)).config;
@@ -76,7 +79,7 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
     if (jsErrorCode(err) !== JsErrCode.streamNotFound && !/stream not found/i.test(String(err))) throw unavailable(err);
     try {
       await jsm.streams.add(want);
-      return;
+      return want.allow_direct === true;
     } catch (addErr) {
       // Another instance may have created it first; fall through to verify.
       existing = (await jsm.streams.info(want.name).catch(() => { throw unavailable(addErr); })).config;
@@ -95,6 +98,7 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
     diffs.push(`republish is ${JSON.stringify(republish ?? null)}, config wants ${JSON.stringify(want.republish)}`);
   }
   if (diffs.length > 0) throw incompatible(`stream ${want.name}`, diffs);
+  return existing.allow_direct === true;
 }
 
 async function ensureBucket(jsm: JetStreamManager, kvm: Kvm, bucket: string, ttlMs: number, replicas: number): Promise<KV> {

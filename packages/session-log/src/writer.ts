@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { headers } from '@nats-io/transport-node';
 import type { StoredMsg } from '@nats-io/jetstream';
 import { encodeEventId, EventKind, LogHeader } from '@tether/protocol';
@@ -54,6 +55,8 @@ export interface AppendResult {
 }
 
 const PUBLISH_ATTEMPTS = 3;
+/** Pause before asking again about a message id the server says is being proposed. */
+const IN_PROCESS_WAIT_MS = 25;
 
 /** An append whose outcome is unknown: every attempt timed out or lost its reply. */
 export interface InDoubtAppend {
@@ -211,6 +214,18 @@ export class StreamWriter {
       } catch (err) {
         if (err instanceof SessionLogError) throw this.#break(err);
         if (jsErrorCode(err) === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
+          // Our own attempt may have landed with its reply lost: on current
+          // servers an R1 stream checks the expected sequence *before* the
+          // message id, so that reads as "wrong last sequence" where 2.9 and
+          // R3 answer a duplicate ack. Same rule as a duplicate ack: it is
+          // ours only if the subject's last message is exactly this event
+          // (seq, prev, kind, epoch, bytes).
+          const landed = await this.#landedAs(subject, seq, prev, kind, payload).catch(() => undefined);
+          if (landed !== undefined) {
+            this.#last = { seq, pos: landed };
+            if (kind === EventKind.end) this.#ended = true;
+            return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos: landed }), seq, pos: landed };
+          }
           throw this.#break(
             new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer appended to this stream; this writer stops', {
               ...where,
@@ -222,10 +237,27 @@ export class StreamWriter {
         lastErr = err;
         // Timeouts and lost replies are retried with the same msg id and
         // expectation: the server's duplicate window makes this idempotent.
+        // An append with our msg id still being proposed (ours, or a rival's)
+        // is settled once it commits: wait a moment, then ask again.
+        if (jsErrorCode(err) === JsErrCode.streamDuplicateInProcess) await delay(IN_PROCESS_WAIT_MS * attempt);
       }
     }
     this.#inDoubt = { seq, prev, kind, payload };
     throw this.#break(unavailable(lastErr));
+  }
+
+  /** The position of this exact event if it is the subject's last message (read from the leader), else undefined. */
+  async #landedAs(subject: string, seq: number, prev: number, kind: EventKind, payload: Uint8Array): Promise<number | undefined> {
+    const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { last_by_subj: subject });
+    if (stored === null) return undefined;
+    const h = stored.header;
+    const same =
+      h.get(LogHeader.seq) === String(seq) &&
+      h.get(LogHeader.prev) === String(prev) &&
+      h.get(LogHeader.kind) === kind &&
+      h.get(LogHeader.epoch) === this.epoch &&
+      Buffer.compare(Buffer.from(stored.data), Buffer.from(payload)) === 0;
+    return same ? stored.seq : undefined;
   }
 
   async #verifyDuplicate(pos: number, kind: EventKind, payload: Uint8Array): Promise<void> {

@@ -54,7 +54,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     if (path === '/readyz') {
       const ready = !draining && (await log.ready().catch(() => false));
-      return void res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : draining ? 'draining\n' : 'log unavailable\n');
+      const state = ready ? 'ready' : draining ? 'draining' : 'log unavailable';
+      return void res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(readyText(state, log));
     }
     const route = config.routes.find((r) => r.path === path);
     if (route === undefined) return replyError(res, { status: 404, code: GatewayErrorCode.transport, message: `no MCP route at ${path.slice(0, 200)}` });
@@ -155,4 +156,16 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       await log.close();
     },
   };
+}
+
+/**
+ * The /readyz body: its state on the first line (what probes read), then
+ * the log and, in-process, the nats-server version and the read paths in
+ * use, so an operator sees at a glance which server and paths an instance runs.
+ */
+function readyText(state: string, log: LogPort): string {
+  const lines = [state, `log: ${log.describe}`];
+  const server = log.server();
+  if (server !== undefined) lines.push(`nats-server: ${server.version}`, `replay: ${server.paths.replay}`, `classify: ${server.paths.classify}`);
+  return `${lines.join('\n')}\n`;
 }

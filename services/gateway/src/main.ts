@@ -44,7 +44,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   const port = await gateway.listen();
-  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, routes: config.routes.map((r) => r.path) }, 'listening');
+  const server = log.server();
+  const nats = server === undefined ? {} : { natsServer: server.version, paths: server.paths };
+  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, ...nats, routes: config.routes.map((r) => r.path) }, 'listening');
 }
 
 main().catch((err: unknown) => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectSdkClient, UpstreamTools } from '@tether/testing';
 import { SseParser } from '@tether/protocol';
+import { logPaths, serverFeatures } from '@tether/session-log';
 import { startInProcessStack } from './fixtures.js';
 import type { InProcessStack } from './fixtures.js';
 
@@ -41,7 +42,12 @@ describe('gateway surface', () => {
   it('answers /healthz and /readyz', async () => {
     const origin = new URL(stack.urls[0]!).origin;
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
-    expect(await (await fetch(`${origin}/readyz`)).text()).toBe('ready\n');
+    const ready = await fetch(`${origin}/readyz`);
+    expect(ready.status).toBe(200);
+    // The first line is what probes read; then the server and the paths in use.
+    const lines = (await ready.text()).trimEnd().split('\n');
+    const paths = logPaths(serverFeatures(stack.nats.version), true);
+    expect(lines).toEqual(['ready', expect.stringMatching(/^log: jetstream /), `nats-server: ${stack.nats.version}`, `replay: ${paths.replay}`, `classify: ${paths.classify}`]);
   });
 
   it('primes 2025-11-25 clients (retry + an id-only event first) and sends older clients neither', async () => {

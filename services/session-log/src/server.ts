@@ -107,7 +107,8 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     await log.close();
     throw err;
   }
-  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length }, 'listening');
+  const { version: natsServer, paths } = log.server;
+  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, natsServer, paths }, 'listening');
 
   let closing: Promise<void> | undefined;
   return {

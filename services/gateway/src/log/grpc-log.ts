@@ -208,6 +208,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
           resolve(err === null && value !== undefined && value[0] === 0x08 && value[1] === 0x01),
         );
       }),
+    server: () => undefined,
     close: async () => client.close(),
   };
   return port;

@@ -26,6 +26,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     publishControl: (message) => log.publishControl(message),
     watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
+    server: () => log.server,
     close: () => log.close(),
   };
 }

@@ -8,6 +8,7 @@ import type {
   Lease,
   LogEvent,
   ResumeResult,
+  ServerReport,
   SessionRecord,
   StreamReader,
 } from '@tether/session-log';
@@ -66,5 +67,11 @@ export interface LogPort {
 
   /** True when the log can take requests (for /readyz). */
   ready(): Promise<boolean>;
+  /**
+   * The nats-server the log talks to and the read paths it takes there (for
+   * the startup line and /readyz); undefined over gRPC, where the service
+   * talks to NATS and logs its own.
+   */
+  server(): ServerReport | undefined;
   close(): Promise<void>;
 }
