@@ -43,8 +43,16 @@ async function* replayDirect(ctx: LogContext, subject: string, afterPos: number,
   const reach = options.reach ?? 0;
   let pos = afterPos;
   let batch: DirectBatch | undefined = options.first;
+  // A batch read before the reader's live tail opened (the classification's)
+  // cannot say where the log ends: an event stored between that read and the
+  // tail's subscription would reach neither. Its "nothing more" is checked
+  // with one read made after the tail opened, which closes the seam.
+  let fresh = batch === undefined;
   for (;;) {
-    batch ??= await directBatch(ctx, subject, pos + 1, ctx.config.readBatch);
+    if (batch === undefined) {
+      batch = await directBatch(ctx, subject, pos + 1, ctx.config.readBatch);
+      fresh = true;
+    }
     // The replica that answered ignored `batch` (an older server in a mixed cluster).
     if (batch === undefined) return yield* replayAfter(ctx, subject, pos);
     for (const msg of batch.messages) {
@@ -52,7 +60,7 @@ async function* replayDirect(ctx: LogContext, subject: string, afterPos: number,
       pos = msg.seq;
       yield msg;
     }
-    const more = batch.pending > 0 && batch.messages.length > 0;
+    const more = (batch.pending > 0 && batch.messages.length > 0) || !fresh;
     batch = undefined;
     if (more) continue;
     if (pos < reach) yield* replayAfter(ctx, subject, pos);
