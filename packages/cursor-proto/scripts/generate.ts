@@ -1,9 +1,11 @@
 /**
  * `npm run proto`: regenerates packages/cursor-proto/src/gen from proto/.
  *
- * Runs protoc with ts-proto into a temporary directory, adds the @generated
- * header, writes the binary FileDescriptorSet (for server reflection) as a
- * module, then replaces src/gen whole. The staleness test calls
+ * Runs `buf generate` (buf.gen.yaml: the ts-proto plugin and its options)
+ * into a temporary directory, adds the @generated header, writes the binary
+ * FileDescriptorSet (`buf build`, for server reflection) as a module, then
+ * replaces src/gen whole. buf comes from npm (`@bufbuild/buf`, a
+ * devDependency), so no protoc is needed. The staleness test calls
  * `generateInto()` with a temp dir and diffs it against the committed files,
  * so both go through exactly this code.
  */
@@ -15,36 +17,40 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const GEN_DIR = join(ROOT, 'packages/cursor-proto/src/gen');
-const PROTO_DIR = join(ROOT, 'proto');
-/** The hand-written protos; their imports (google/rpc, google/protobuf) come along. */
-export const PROTO_FILES = ['tether/cursor/v1/cursor.proto'];
-/** ts-proto options (TOOLCHAIN.md), plus `as const` enums without prefixes (house style) and no JSON methods (unused). */
-export const TS_PROTO_OPTIONS = [
-  'outputServices=grpc-js',
-  'esModuleInterop=true',
-  'env=node',
-  'importSuffix=.js',
-  'enumsAsLiterals=true',
-  'removeEnumPrefix=true',
-  'outputJsonMethods=false',
-].join(',');
+/** The buf binary's npm wrapper (it runs the platform package's binary; no install script needed). */
+export const BUF = join(ROOT, 'node_modules/.bin/buf');
+/** The generation template: ts-proto from node_modules/.bin, its options, `out`. */
+const TEMPLATE = join(ROOT, 'buf.gen.yaml');
+/** Where buf.gen.yaml's `out` puts the files, under `buf generate -o <dir>`. */
+const TEMPLATE_OUT = 'packages/cursor-proto/src/gen';
+/** The hand-written protos, as buf.gen.yaml's `paths`; their imports (google/rpc, google/protobuf) come along. */
+export const PROTO_FILES = ['proto/tether/cursor/v1/cursor.proto'];
 
 const HEADER = (source: string): string =>
-  `// @generated from ${source} by \`npm run proto\` (protoc + ts-proto). DO NOT EDIT.\n` +
+  `// @generated from ${source} by \`npm run proto\` (buf + ts-proto). DO NOT EDIT.\n` +
   '// A test fails when this file is stale: edit the .proto, then run `npm run proto`.\n';
 
 /** Generates every file into `outDir` (created; existing files are overwritten, others left alone). */
 export function generateInto(outDir: string): string[] {
-  const plugin = join(ROOT, 'node_modules/.bin/protoc-gen-ts_proto');
   mkdirSync(outDir, { recursive: true });
-  const protos = PROTO_FILES.map((f) => join(PROTO_DIR, f));
-  execFileSync('protoc', [`--plugin=protoc-gen-ts_proto=${plugin}`, `--ts_proto_out=${outDir}`, `--ts_proto_opt=${TS_PROTO_OPTIONS}`, `-I${PROTO_DIR}`, ...protos], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const descriptorPath = join(outDir, 'descriptor-set.bin');
-  execFileSync('protoc', ['--include_imports', '--include_source_info', `--descriptor_set_out=${descriptorPath}`, `-I${PROTO_DIR}`, ...protos], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const paths = PROTO_FILES.flatMap((f) => ['--path', f]);
+  // buf resolves the template's `local: node_modules/.bin/...` plugin and its
+  // `out` against the working directory, hence cwd ROOT; `-o` is prepended to `out`.
+  const scratch = mkdtempSync(join(tmpdir(), 'cursor-proto-buf-'));
+  try {
+    execFileSync(BUF, ['generate', 'proto', '--template', TEMPLATE, ...paths, '-o', scratch], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    for (const file of listFiles(join(scratch, TEMPLATE_OUT))) {
+      const target = join(outDir, relative(join(scratch, TEMPLATE_OUT), file));
+      mkdirSync(dirname(target), { recursive: true });
+      writeFileSync(target, readFileSync(file));
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const descriptorPath = join(outDir, 'descriptor-set.binpb');
+  // A plain FileDescriptorSet (no buf image metadata), imports and comments
+  // included, as protoc's --include_imports --include_source_info gave.
+  execFileSync(BUF, ['build', 'proto', ...paths, '--as-file-descriptor-set', '-o', descriptorPath], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   const descriptor = readFileSync(descriptorPath).toString('base64');
   rmSync(descriptorPath);
   writeFileSync(
@@ -54,9 +60,9 @@ export function generateInto(outDir: string): string[] {
   );
   const files = listFiles(outDir);
   for (const file of files) {
-    // The protoc version line is dropped: the output does not depend on it,
-    // and a contributor's protoc should not make the staleness test fail.
-    const text = readFileSync(file, 'utf8').replace(/^\/\/ +protoc +v[^\n]*\n/m, '');
+    // The compiler version line is dropped (`protoc unknown` under buf, which
+    // sends none; `protoc vX` under protoc): the output does not depend on it.
+    const text = readFileSync(file, 'utf8').replace(/^\/\/ +protoc +[^\n]*\n/m, '');
     const source = /^\/\/ source: (.+)$/m.exec(text)?.[1] ?? 'proto/ (FileDescriptorSet)';
     writeFileSync(file, HEADER(source.startsWith('proto/') ? source : `proto/${source}`) + text);
   }

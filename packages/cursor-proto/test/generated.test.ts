@@ -8,7 +8,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'cursor-proto-check-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 describe('generated code', () => {
-  // Runs protoc + ts-proto exactly as `npm run proto` does, into a temp dir.
+  // Runs buf + ts-proto exactly as `npm run proto` does, into a temp dir.
   it('src/gen is what `npm run proto` generates from proto/ now (run it after editing a .proto)', () => {
     const fresh = join(tmp, 'gen');
     generateInto(fresh);
