@@ -1,7 +1,4 @@
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
-import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeEventId } from '@tether/protocol';
 import type { SessionLog } from '@tether/session-log';
 import type { LogFill } from './fill.js';
@@ -53,7 +50,7 @@ export function planSamples(fill: LogFill, count: number, rand: { int(min: numbe
 }
 
 /** Runs `warmup` untimed samples, then timed ones until `max` or the time budget (but at least `min`). */
-async function sampleLoop<T>(plans: readonly SamplePlan[], budget: SampleBudget, run: (plan: SamplePlan) => Promise<T>): Promise<T[]> {
+export async function sampleLoop<T>(plans: readonly SamplePlan[], budget: SampleBudget, run: (plan: SamplePlan) => Promise<T>): Promise<T[]> {
   for (let i = 0; i < budget.warmup; i += 1) await run(plans[i % plans.length] as SamplePlan);
   const out: T[] = [];
   const start = performance.now();
@@ -87,7 +84,8 @@ export async function measureTetherResume(
   };
 }
 
-async function resumeOnce(
+/** One resume: `log.resume()` at the plan's cursor, then its events until the 100th. */
+export async function resumeOnce(
   log: SessionLog,
   fill: LogFill,
   principal: string,
@@ -117,83 +115,6 @@ async function resumeOnce(
     }
   }
   return { ok: ok && received === BACKLOG, totalMs, classifyMs, firstMs };
-}
-
-/**
- * Diagnostic floor: the same 100 events read straight from JetStream the way
- * the log's replay does (an ephemeral filtered consumer at the cursor, one
- * fetch of 100), without classification, chain checks or live tail.
- */
-export async function measureRawReplay(
-  jsm: JetStreamManager,
-  js: JetStreamClient,
-  streamName: string,
-  subjectOf: (sessionId: string, stream: string) => string,
-  fill: LogFill,
-  plans: readonly SamplePlan[],
-  budget: SampleBudget,
-): Promise<Summary> {
-  const samples = await sampleLoop(plans, budget, async (plan) => {
-    const stream = fill.streams[plan.stream];
-    if (stream === undefined) throw new Error(`no stream ${plan.stream}`);
-    const start = performance.now();
-    const info = await jsm.consumers.add(streamName, {
-      filter_subject: subjectOf(stream.sessionId, stream.streamId),
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: (stream.pos[plan.cursor] ?? 0) + 1,
-      ack_policy: AckPolicy.None,
-      mem_storage: true,
-      num_replicas: 1,
-      inactive_threshold: 60_000_000_000,
-    });
-    const consumer = js.consumers.getConsumerFromInfo(info);
-    let received = 0;
-    while (received < BACKLOG) {
-      const batch = await consumer.fetch({ max_messages: BACKLOG - received, expires: 5_000 });
-      for await (const _msg of batch) received += 1;
-    }
-    const ms = performance.now() - start;
-    jsm.consumers.delete(streamName, info.name).catch(() => undefined);
-    return ms;
-  });
-  return summarize(samples);
-}
-
-/**
- * JetStream API requests one resume makes, counted by listening on
- * `$JS.API.>` from a second connection (core subscriptions are not counted).
- */
-export async function countResumeApiCalls(
-  monitor: NatsConnection,
-  log: SessionLog,
-  fill: LogFill,
-  principal: string,
-  plan: SamplePlan,
-): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  const sub = monitor.subscribe('$JS.API.>', {
-    callback: (_err, msg) => {
-      const key = apiKind(msg.subject);
-      counts[key] = (counts[key] ?? 0) + 1;
-    },
-  });
-  await monitor.flush();
-  await log.connection.flush();
-  await resumeOnce(log, fill, principal, plan);
-  // The reader deletes its consumer without waiting; give that request time to land.
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  await log.connection.flush();
-  await monitor.flush();
-  sub.unsubscribe();
-  return counts;
-}
-
-function apiKind(subject: string): string {
-  const tokens = subject.split('.').slice(2);
-  const [a = '', b = '', c = '', d = ''] = tokens;
-  if (a === 'STREAM' && b === 'MSG' && c === 'GET') return `STREAM.MSG.GET ${d.startsWith('KV_') ? '(registry)' : '(log)'}`;
-  if (a === 'CONSUMER' && b === 'MSG' && c === 'NEXT') return 'CONSUMER.MSG.NEXT (fetch)';
-  return `${a}.${b}`;
 }
 
 /**

@@ -55,7 +55,14 @@ export function table(header: readonly string[], rows: readonly (readonly string
   return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
 }
 
+let progressTag = '';
+
+/** Tags every later progress line (e.g. with the server being measured); '' for none. */
+export function setProgressTag(tag: string): void {
+  progressTag = tag === '' ? '' : ` ${tag}`;
+}
+
 /** Progress goes to stderr so stdout holds only the results. */
 export function progress(message: string): void {
-  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}${progressTag}] ${message}\n`);
 }

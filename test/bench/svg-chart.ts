@@ -5,6 +5,10 @@
 export interface Series {
   readonly name: string;
   readonly points: readonly (readonly [number, number])[];
+  /** Default: the next of a fixed palette. */
+  readonly color?: string;
+  /** A dashed line (e.g. p99 beside a solid p50 of the same color). */
+  readonly dashed?: boolean;
 }
 
 export interface ChartOptions {
@@ -16,9 +20,9 @@ export interface ChartOptions {
   readonly logY?: boolean;
 }
 
-const W = 640;
+const W = 720;
 const H = 400;
-const M = { left: 70, right: 170, top: 40, bottom: 55 };
+const M = { left: 70, right: 230, top: 40, bottom: 55 };
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
 
 export function lineChartSvg(o: ChartOptions): string {
@@ -46,12 +50,13 @@ export function lineChartSvg(o: ChartOptions): string {
     parts.push(`<text x="${M.left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(t)}</text>`);
   }
   o.series.forEach((s, i) => {
-    const color = COLORS[i % COLORS.length]!;
+    const color = s.color ?? COLORS[i % COLORS.length]!;
+    const dash = s.dashed === true ? ' stroke-dasharray="6 4"' : '';
     const path = s.points.map((p, j) => `${j === 0 ? 'M' : 'L'}${fx(p[0]).toFixed(1)},${fy(p[1]).toFixed(1)}`).join(' ');
-    parts.push(`<path d="${path}" fill="none" stroke="${color}" stroke-width="2"/>`);
+    parts.push(`<path d="${path}" fill="none" stroke="${color}" stroke-width="2"${dash}/>`);
     for (const p of s.points) parts.push(`<circle cx="${fx(p[0]).toFixed(1)}" cy="${fy(p[1]).toFixed(1)}" r="3.5" fill="${color}"><title>${esc(s.name)}: ${fmt(p[1])}</title></circle>`);
     const ly = M.top + 10 + i * 20;
-    parts.push(`<line x1="${W - M.right + 12}" y1="${ly}" x2="${W - M.right + 32}" y2="${ly}" stroke="${color}" stroke-width="2"/>`);
+    parts.push(`<line x1="${W - M.right + 12}" y1="${ly}" x2="${W - M.right + 32}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
     parts.push(`<text x="${W - M.right + 38}" y="${ly}" dominant-baseline="middle">${esc(s.name)}</text>`);
   });
   parts.push('</svg>');

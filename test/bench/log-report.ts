@@ -1,0 +1,198 @@
+/**
+ * The printed report of `npm run bench:log`: one column per server measured
+ * (current, current with `sync_interval: always` for appends, the 2.9.10
+ * floor), today's 2.9.10 figures beside the floor's, and a target column
+ * judged on the current server; then the targets on their own.
+ */
+import type { FloorToday } from './floor-today.js';
+import type { Level, ServerRun, SyncAlwaysRun } from './log-server.js';
+import * as t from './log-targets.js';
+import { int, ms, ratio, table } from './stats.js';
+import type { Summary } from './stats.js';
+import type { Target } from './throughput.js';
+
+export interface ReportInput {
+  readonly header: string;
+  readonly runs: readonly ServerRun[];
+  readonly syncAlways: SyncAlwaysRun | undefined;
+  readonly today: FloorToday;
+  readonly runtimeS: number;
+}
+
+export const serverLabel = (run: { role: string; version: string }): string => `${run.role} ${run.version}`;
+
+/** One row: a figure, a cell per server (and the sync-always column), today's 2.9.10 figure with its verdict, the current server's target. */
+interface Row {
+  readonly figure: string;
+  readonly cell: (run: ServerRun) => string;
+  readonly sync?: string;
+  readonly today?: readonly [text: string, verdict: string];
+  readonly target?: string;
+}
+
+interface Ctx extends ReportInput {
+  readonly current: ServerRun | undefined;
+  readonly floor: ServerRun | undefined;
+}
+
+export function renderReport(input: ReportInput): string {
+  const ctx: Ctx = { ...input, current: input.runs.find((r) => r.role === 'current'), floor: input.runs.find((r) => r.role === 'floor') };
+  const { runs, syncAlways, current, floor, today } = ctx;
+  const out = [input.header, ''];
+
+  out.push('## Append throughput (events/s, median of rounds; 1 untimed append per stream first, so writers are open)', '');
+  out.push(sideBySide(ctx, appendRows(ctx), true), '');
+  out.push("* diagnostic: raw publishes with Tether's 4 headers, msg id and expected-last-subject-seq, to a stream with the same republish rule.");
+  if (syncAlways) {
+    const seen = syncAlways.confirmed === undefined ? 'could not read /varz' : `/varz sync_always: ${String(syncAlways.confirmed)}`;
+    out.push(`sync_interval always: a separate ${syncAlways.version} server started with \`jetstream { sync_interval: always }\` (${seen}); appends only.`);
+  }
+  for (const r of [...runs, ...(syncAlways ? [{ ...syncAlways, role: 'sync-always' }] : [])]) {
+    const rounds = r.throughput.map((x) => `${x.target} c=${x.concurrency}: ${x.roundsPerSec.map((v) => Math.round(v)).join(', ')}`);
+    out.push(`rounds on ${serverLabel(r)}: ${rounds.join('; ')}`);
+  }
+
+  out.push('', '## Resume latency, 100-event backlog (ms; from the call until the 100th event is in hand)', '');
+  out.push(sideBySide(ctx, resumeRows(ctx), false), '');
+  out.push('* diagnostic: the same 100 events read with a bare ephemeral filtered consumer (create + fetch), or with one batch direct get (2.11+); no classification or checks.');
+  for (const r of runs) {
+    if (r.skipped !== undefined) out.push(`${serverLabel(r)}: ${r.skipped}`);
+    const paths = r.logServer === undefined ? 'not reported (no log.server in this build)' : `replay ${r.logServer.replay}, classify ${r.logServer.classify} (log.server: ${r.logServer.version})`;
+    out.push(`${serverLabel(r)}: log paths ${paths}`);
+  }
+
+  const events = levelsOf(runs);
+  const fillCell = (l: Level | undefined): string => (l ? `${int(l.fill.perSec)} (${l.fill.seconds.toFixed(1)} s)` : 'n/a');
+  out.push('', 'Log fill (128 streams at once; sessions of 1-3 streams of 100-400 events, last one an end marker), events/s (seconds):', '');
+  out.push(table(['level', ...runs.map(serverLabel)], events.map((e) => [int(e), ...runs.map((r) => fillCell(t.levelAt(r, e)))])));
+
+  const lastLevel = (r: ServerRun): Level | undefined => r.levels[r.levels.length - 1];
+  const calls = (r: ServerRun): Record<string, number> => lastLevel(r)?.apiCallsPerResume ?? {};
+  const kinds = [...new Set(runs.flatMap((r) => Object.keys(calls(r))))].sort();
+  const apiRows = [...kinds.map((k) => [k, ...runs.map((r) => String(calls(r)[k] ?? 0))]), ['total', ...runs.map((r) => String(sum(Object.values(calls(r)))))]];
+  out.push('', "JetStream API requests of one resume, at each server's largest level (counted on $JS.API.>; a batch direct get is one request):", '');
+  out.push(table(['request', ...runs.map((r) => `${serverLabel(r)} @ ${int(lastLevel(r)?.events ?? Number.NaN)}`)], apiRows));
+
+  const targetTable = (rows: readonly t.TargetRow[], wanted: string): string =>
+    table(['figure', wanted, 'measured', 'verdict'], rows.map((r) => [r.target, r.wanted, r.measured, r.verdict]));
+  if (current) out.push('', `## DESIGN §12 targets on the current server (${current.version})`, '', targetTable(t.currentTargets(current), 'wanted'));
+  if (floor) {
+    out.push('', `## ${floor.version}: no worse than today's figures`, '', targetTable(t.floorComparison(floor, today), 'today'), '');
+    out.push(`† today's ${today.version} figures: ${today.source} (test/bench/floor-today.ts). Single runs on a shared box: read every figure as ± 30 %.`);
+  }
+  const parts = [...runs.map((r) => `${serverLabel(r)} ${r.seconds.toFixed(0)} s`), ...(syncAlways ? [`sync always ${syncAlways.seconds.toFixed(0)} s`] : [])];
+  out.push('', `total bench runtime: ${input.runtimeS.toFixed(0)} s (${parts.join(', ')})`);
+  return out.join('\n');
+}
+
+function sideBySide(ctx: Ctx, rows: readonly Row[], withSync: boolean): string {
+  const { runs, current, floor, syncAlways, today } = ctx;
+  const syncHere = (r: ServerRun): boolean => withSync && r === current && syncAlways !== undefined;
+  const header = [
+    'figure',
+    ...runs.flatMap((r) => [serverLabel(r), ...(syncHere(r) ? [`${serverLabel(r)}, sync_interval always`] : [])]),
+    ...(floor ? [`${today.version} today†`, `${floor.version} vs today`] : []),
+    ...(current ? [`target (${serverLabel(current)})`] : []),
+  ];
+  const body = rows.map((row) => [
+    row.figure,
+    ...runs.flatMap((r) => [row.cell(r), ...(syncHere(r) ? [row.sync ?? ''] : [])]),
+    ...(floor ? [row.today?.[0] ?? '', row.today?.[1] ?? ''] : []),
+    ...(current ? [row.target ?? ''] : []),
+  ]);
+  return table(header, body);
+}
+
+function appendRows(ctx: Ctx): Row[] {
+  const { runs, syncAlways, current, floor, today } = ctx;
+  const concurrencies = [...new Set(runs.flatMap((r) => r.throughput.map((x) => x.concurrency)))].sort((a, b) => a - b);
+  return concurrencies.flatMap((c): Row[] => {
+    const at64 = c === t.TARGETS.appendAt;
+    const streams = c === 1 ? '1 stream' : `${c} streams`;
+    const sync = (target: Target): number => (syncAlways ? t.tput(syncAlways.throughput, target, c) : Number.NaN);
+    const events = (target: Target, figure: string, todayValue: number, judged: boolean): Row => {
+      const now = floor ? t.tput(floor.throughput, target, c) : Number.NaN;
+      // Raw figures are the server's, not Tether's: today's stands beside them, only Tether's is judged.
+      const vs = at64 && floor ? ([int(todayValue), judged ? t.versusToday(now, todayValue, true) : ''] as const) : undefined;
+      return { figure: `${figure}, ${streams}`, cell: (r) => int(t.tput(r.throughput, target, c)), sync: int(sync(target)), ...opt('today', vs) };
+    };
+    const todayShare = c === 1 ? today.append.ratio1 : at64 ? today.append.ratio64 : undefined;
+    const shareVs = todayShare !== undefined && floor ? ([t.pct(todayShare), t.versusToday(t.appendShare(floor, c), todayShare, true)] as const) : undefined;
+    return [
+      events('raw', 'raw publish+ack', today.append.raw64, false),
+      events('raw-shaped', 'raw, tether-shaped*', today.append.shaped64, false),
+      events('tether', 'Tether append', today.append.tether64, true),
+      {
+        figure: `Tether / raw, ${streams}`,
+        cell: (r) => t.pct(t.appendShare(r, c)),
+        sync: t.pct(sync('tether') / sync('raw')),
+        ...opt('today', shareVs),
+        ...opt('target', at64 && current ? `≥ ${t.pct(t.TARGETS.appendShare)}: ${t.appendVerdict(current)}` : undefined),
+      },
+    ];
+  });
+}
+
+function resumeRows(ctx: Ctx): Row[] {
+  const { runs, current, floor, today } = ctx;
+  const pair = (s: Summary | undefined): string => (s === undefined ? 'n/a' : `${ms(s.p50)} / ${ms(s.p99)}`);
+  const rows = levelsOf(runs).flatMap((e): Row[] => {
+    const lv = (r: ServerRun): Level | undefined => t.levelAt(r, e);
+    const was = today.resume.get(e);
+    const fl = floor && lv(floor);
+    const cur = current && lv(current);
+    const vs = (now: number | undefined, then: number | undefined, fmt: (x: number) => string, higher: boolean) =>
+      then !== undefined && floor ? ([fmt(then), t.versusToday(now ?? Number.NaN, then, higher)] as const) : undefined;
+    const target = (text: string, ok: (l: Level) => t.Verdict) => (cur ? `${text}: ${ok(cur)}` : undefined);
+    const direct = (l: Level | undefined): string => (l === undefined ? 'n/a' : l.rawDirectBatch === undefined ? '— (< 2.11)' : pair(l.rawDirectBatch));
+    const at = `@ ${int(e)}`;
+    return [
+      {
+        figure: `Tether p50 ${at}`,
+        cell: (r) => ms(lv(r)?.tether.total.p50 ?? Number.NaN),
+        ...opt('today', vs(fl?.tether.total.p50, was?.p50, ms, false)),
+        ...opt('target', target(`≤ ${t.TARGETS.resumeP50Ms} ms`, t.p50Verdict)),
+      },
+      {
+        figure: `Tether p99 ${at}`,
+        cell: (r) => ms(lv(r)?.tether.total.p99 ?? Number.NaN),
+        ...opt('today', vs(fl?.tether.total.p99, was?.p99, ms, false)),
+        ...opt('target', target(`≤ ${t.TARGETS.resumeP99Ms} ms`, t.p99Verdict)),
+      },
+      { figure: `Tether classify / 1st event p50 ${at}`, cell: (r) => withLevel(lv(r), (l) => `${ms(l.tether.classify.p50)} / ${ms(l.tether.firstEvent.p50)}`) },
+      { figure: `raw consumer read p50 / p99* ${at}`, cell: (r) => pair(lv(r)?.rawReplay) },
+      { figure: `raw batch direct get p50 / p99* ${at}`, cell: (r) => direct(lv(r)) },
+      { figure: `SDK store p50 / p99 ${at}`, cell: (r) => pair(lv(r)?.sdk.total) },
+      {
+        figure: `SDK / Tether p50 ${at}`,
+        cell: (r) => ratio(t.sdkFactor(lv(r))),
+        ...opt('today', vs(t.sdkFactor(fl), was?.sdkRatio, ratio, true)),
+        ...opt('target', e === t.TARGETS.sdkAt ? target(`≥ ${t.TARGETS.sdkFactor}×`, (l) => t.sdkVerdict(l)) : undefined),
+      },
+      { figure: `samples Tether / SDK; anomalies ${at}`, cell: (r) => withLevel(lv(r), (l) => `${l.tether.total.n} / ${l.sdk.total.n}; ${l.tether.anomalies + l.sdk.anomalies}`) },
+    ];
+  });
+  const flat = (r: ServerRun): string => {
+    const f = t.flatness(r);
+    return `${ratio(f.p50)} / ${ratio(f.p99)} (${int(f.to)})`;
+  };
+  rows.push({ figure: 'Tether p50 / p99, largest level ÷ 10k', cell: flat, ...opt('target', current ? `≤ ${t.TARGETS.flat}× to 1M: ${t.flatness(current).verdict}` : undefined) });
+  return rows;
+}
+
+function levelsOf(runs: readonly ServerRun[]): number[] {
+  return [...new Set(runs.flatMap((r) => r.levels.map((l) => l.events)))].sort((a, b) => a - b);
+}
+
+function withLevel(l: Level | undefined, f: (l: Level) => string): string {
+  return l === undefined ? 'n/a' : f(l);
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+/** `{ [key]: value }` when value is defined, else nothing (exactOptionalPropertyTypes). */
+function opt<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
+}

@@ -1,0 +1,110 @@
+/**
+ * Diagnostic floors of a resume: the same 100 events read straight from
+ * JetStream, without classification, chain checks or live tail, one way per
+ * read path of the log.
+ */
+import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import { createInbox } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { LogFill } from './fill.js';
+import { BACKLOG, sampleLoop } from './resume.js';
+import type { SampleBudget, SamplePlan } from './resume.js';
+import { summarize } from './stats.js';
+import type { Summary } from './stats.js';
+
+/** Where the fill's events live: the log's stream and each session stream's subject. */
+export interface LogLayout {
+  readonly streamName: string;
+  readonly subjectOf: (sessionId: string, stream: string) => string;
+}
+
+/** The 2.9 path's floor: an ephemeral filtered consumer at the cursor, then fetches until 100 events. */
+export async function measureRawReplay(
+  jsm: JetStreamManager,
+  js: JetStreamClient,
+  layout: LogLayout,
+  fill: LogFill,
+  plans: readonly SamplePlan[],
+  budget: SampleBudget,
+): Promise<Summary> {
+  const samples = await sampleLoop(plans, budget, async (plan) => {
+    const { subject, startSeq } = target(layout, fill, plan);
+    const start = performance.now();
+    const info = await jsm.consumers.add(layout.streamName, {
+      filter_subject: subject,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: startSeq,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: 60_000_000_000,
+    });
+    const consumer = js.consumers.getConsumerFromInfo(info);
+    let received = 0;
+    while (received < BACKLOG) {
+      const batch = await consumer.fetch({ max_messages: BACKLOG - received, expires: 5_000 });
+      for await (const _msg of batch) received += 1;
+    }
+    const ms = performance.now() - start;
+    jsm.consumers.delete(layout.streamName, info.name).catch(() => undefined);
+    return ms;
+  });
+  return summarize(samples);
+}
+
+/**
+ * The current path's floor (nats-server 2.11+): one batch direct get
+ * `{seq, next_by_subj, batch: 100}` on core NATS, counted until the server's
+ * `204 EOB`. 2.9 ignores `batch` and answers one message, so never call it there.
+ */
+export async function measureRawDirectBatch(
+  nc: NatsConnection,
+  layout: LogLayout,
+  fill: LogFill,
+  plans: readonly SamplePlan[],
+  budget: SampleBudget,
+): Promise<Summary> {
+  const samples = await sampleLoop(plans, budget, async (plan) => {
+    const { subject, startSeq } = target(layout, fill, plan);
+    const start = performance.now();
+    const received = await directBatch(nc, layout.streamName, { seq: startSeq, next_by_subj: subject, batch: BACKLOG });
+    if (received !== BACKLOG) throw new Error(`batch direct get answered ${received} events, not ${BACKLOG}`);
+    return performance.now() - start;
+  });
+  return summarize(samples);
+}
+
+function target(layout: LogLayout, fill: LogFill, plan: SamplePlan): { subject: string; startSeq: number } {
+  const stream = fill.streams[plan.stream];
+  if (stream === undefined) throw new Error(`no stream ${plan.stream}`);
+  return { subject: layout.subjectOf(stream.sessionId, stream.streamId), startSeq: (stream.pos[plan.cursor] ?? 0) + 1 };
+}
+
+/** Messages a batch direct get answers before its `204 EOB`. */
+function directBatch(nc: NatsConnection, stream: string, request: { seq: number; next_by_subj: string; batch: number }): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const inbox = createInbox();
+    let received = 0;
+    const timer = setTimeout(() => {
+      sub.unsubscribe();
+      reject(new Error(`batch direct get: no 204 EOB after 5 s (${received} messages)`));
+    }, 5_000);
+    const finish = (err: Error | undefined): void => {
+      clearTimeout(timer);
+      sub.unsubscribe();
+      if (err === undefined) resolve(received);
+      else reject(err);
+    };
+    const sub = nc.subscribe(inbox, {
+      callback: (err, msg) => {
+        if (err !== null) return finish(err);
+        const code = msg.headers?.code ?? 0;
+        if (code === 204) return finish(undefined);
+        if (code >= 300) return finish(new Error(`batch direct get: ${code} ${msg.headers?.description ?? ''}`));
+        received += 1;
+      },
+    });
+    nc.publish(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(request), { reply: inbox });
+  });
+}
