@@ -2,7 +2,7 @@ import type { MsgHdrs } from '@nats-io/transport-node';
 import { decodeEventId, EndReason, EventKind, ResumeVerdict } from '@tether/protocol';
 import type { EventId } from '@tether/protocol';
 import type { LogContext } from './context.js';
-import { directBatch } from './direct-batch.js';
+import { directBatch, directBatchSize } from './direct-batch.js';
 import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
@@ -161,7 +161,7 @@ async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promi
  * replica that answered stops short of the stream's last.
  */
 async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
-  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, ctx.config.readBatch + 1), lastOf(ctx, subject)]);
+  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch) + 1), lastOf(ctx, subject)]);
   if (batch === undefined) return { ...(await leaderFacts(ctx, subject, pos)), last };
   const [head] = batch.messages;
   const at = head !== undefined && head.seq === pos ? held(subject, head) : await get(ctx, { seq: pos });

@@ -27,7 +27,13 @@ export interface SessionLogOptions {
   readonly principalsBucket?: string;
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
-  /** Events fetched from the log per batch when replaying. Default 64. */
+  /**
+   * Events fetched from the log per consumer fetch when replaying (2.9/2.10).
+   * Batch direct gets (2.11+) take four times as many per request, at most
+   * 1 MiB: one request answers a resume with a backlog of a few hundred
+   * events. Either way the next batch is read only when the reader has
+   * taken the last one. Default 64.
+   */
   readonly readBatch?: number;
   /** Live (core NATS) messages a reader holds before it falls back to the log. Default 256. */
   readonly liveBufferMax?: number;

@@ -21,6 +21,11 @@ export interface DirectBatch {
   readonly pending: number;
 }
 
+/** Messages per batch direct get, for a log configured with `readBatch` (its consumer fetch size): direct reads are cheap per request, so they take more. */
+export function directBatchSize(readBatch: number): number {
+  return readBatch * 4;
+}
+
 /** Largest batch (in bytes of subjects, headers and payloads) a replica sends per request; one bigger message still comes alone. */
 export const DIRECT_BATCH_MAX_BYTES = 1024 * 1024;
 

@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { LogContext } from './context.js';
-import { directBatch } from './direct-batch.js';
+import { directBatch, directBatchSize } from './direct-batch.js';
 import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { unavailable } from './setup.js';
 
@@ -50,7 +50,7 @@ async function* replayDirect(ctx: LogContext, subject: string, afterPos: number,
   let fresh = batch === undefined;
   for (;;) {
     if (batch === undefined) {
-      batch = await directBatch(ctx, subject, pos + 1, ctx.config.readBatch);
+      batch = await directBatch(ctx, subject, pos + 1, directBatchSize(ctx.config.readBatch));
       fresh = true;
     }
     // The replica that answered ignored `batch` (an older server in a mixed cluster).
