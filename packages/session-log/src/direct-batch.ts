@@ -1,3 +1,4 @@
+import { createInbox } from '@nats-io/transport-node';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import type { LogContext } from './context.js';
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
@@ -49,44 +50,46 @@ const STATUS_NOT_FOUND = 404;
  *
  * @throws SessionLogError `log_unavailable` on a timeout or an error status
  */
-export async function directBatch(ctx: LogContext, subject: string, seq: number, batch: number): Promise<DirectBatch | undefined> {
-  const { streamName, requestTimeoutMs } = ctx.config;
+export function directBatch(ctx: LogContext, subject: string, seq: number, batch: number): Promise<DirectBatch | undefined> {
+  const { nc, config } = ctx;
   const request = JSON.stringify({ seq, next_by_subj: subject, batch, max_bytes: DIRECT_BATCH_MAX_BYTES });
-  const messages: StoredEvent[] = [];
-  let replies;
-  try {
-    // `count` bounds the wait at batch + EOB; we stop at the EOB ourselves.
-    replies = await ctx.nc.requestMany(`$JS.API.DIRECT.GET.${streamName}`, request, { strategy: 'count', maxMessages: batch + 1, maxWait: requestTimeoutMs });
-  } catch (err) {
-    throw unavailable(err);
-  }
-  try {
-    for await (const msg of replies) {
-      const code = msg.headers?.code ?? 0;
-      if (code === STATUS_END_OF_BATCH) {
-        return { messages, pending: count(msg.headers?.get(NUM_PENDING)) ?? 0 };
-      }
-      // Nothing of the subject at or after `seq` (the replica's view).
-      if (code === STATUS_NOT_FOUND && messages.length === 0) {
-        return { messages, pending: 0 };
-      }
-      if (code !== 0) throw unavailable(new Error(`direct get answered ${code} ${msg.headers?.description ?? ''}`.trim()));
-      const headers = msg.headers;
-      if (messages.length === 0 && headers?.get(NUM_PENDING) === '') {
+  return new Promise((resolve, reject) => {
+    const messages: StoredEvent[] = [];
+    // A callback on a private inbox, not `requestMany`'s async iterator: a
+    // batch is up to a few hundred replies, and a promise per reply was a
+    // large share of a resume's client CPU.
+    const inbox = createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    const finish = (outcome: DirectBatch | undefined | Error): void => {
+      clearTimeout(timer);
+      sub.unsubscribe();
+      if (outcome instanceof Error) reject(unavailable(outcome));
+      else resolve(outcome);
+    };
+    const sub = nc.subscribe(inbox, {
+      max: batch + 1,
+      callback: (err, msg) => {
+        if (err !== null) return finish(err);
+        const headers = msg.headers;
+        const code = headers?.code ?? 0;
+        if (code === STATUS_END_OF_BATCH) return finish({ messages, pending: count(headers?.get(NUM_PENDING)) ?? 0 });
+        // Nothing of the subject at or after `seq` (the replica's view).
+        if (code === STATUS_NOT_FOUND && messages.length === 0) return finish({ messages, pending: 0 });
+        if (code !== 0) return finish(new Error(`direct get answered ${code} ${headers?.description ?? ''}`.trim()));
         // A server without batch support answered a plain direct get.
-        return undefined;
-      }
-      const at = count(headers?.get(SEQUENCE));
-      if (at === undefined || headers?.get(SUBJECT) !== subject) {
-        throw unavailable(new Error(`direct get answered a message without a valid ${SEQUENCE} for this subject`));
-      }
-      messages.push({ seq: at, headers, data: msg.data });
+        if (messages.length === 0 && headers?.get(NUM_PENDING) === '') return finish(undefined);
+        const at = count(headers?.get(SEQUENCE));
+        if (at === undefined || headers?.get(SUBJECT) !== subject) return finish(new Error(`direct get answered a message without a valid ${SEQUENCE} for this subject`));
+        messages.push({ seq: at, headers, data: msg.data });
+        if (messages.length > batch) finish(new Error('direct get answered more messages than the batch asked for'));
+      },
+    });
+    const timer = setTimeout(() => finish(new Error(`no end of batch within ${config.requestTimeoutMs} ms`)), config.requestTimeoutMs);
+    try {
+      nc.publish(`$JS.API.DIRECT.GET.${config.streamName}`, request, { reply: inbox });
+    } catch (err) {
+      finish(err instanceof Error ? err : new Error(String(err)));
     }
-  } catch (err) {
-    throw unavailable(err);
-  }
-  // The replies stopped without an end of batch: the wait ran out.
-  throw unavailable(new Error(`no end of batch within ${requestTimeoutMs} ms`));
+  });
 }
 
 function count(text: string | undefined): number | undefined {

@@ -67,6 +67,8 @@ export function isSessionLogError(err: unknown, code?: SessionLogErrorCode): err
 export const JsErrCode = {
   /** `wrong last sequence`: the expected-last-subject-sequence tripwire. */
   streamWrongLastSequence: 10071,
+  /** `wrong last sequence` without a sequence (2.11+ on replicated streams): an append to this subject is being proposed right now. */
+  streamSubjectInProcess: 10164,
   /** `duplicate message id is in process` (2.11+ on replicated streams): an append with this msg id is being proposed right now. */
   streamDuplicateInProcess: 10158,
   streamNotFound: 10059,

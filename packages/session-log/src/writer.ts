@@ -55,8 +55,9 @@ export interface AppendResult {
 }
 
 const PUBLISH_ATTEMPTS = 3;
-/** Pause before asking again about a message id the server says is being proposed. */
-const IN_PROCESS_WAIT_MS = 25;
+/** Refusals because the subject or msg id is still being proposed: asked again this often, after 5, 10, … (at most 50) ms. */
+const BUSY_RETRIES = 20;
+const BUSY_WAIT_MS = 5;
 
 /** An append whose outcome is unknown: every attempt timed out or lost its reply. */
 export interface InDoubtAppend {
@@ -195,6 +196,7 @@ export class StreamWriter {
     const subject = this.#ctx.subjects.log(this.sessionId, this.stream);
 
     let lastErr: unknown;
+    let busy = 0;
     for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt += 1) {
       try {
         const ack = await this.#ctx.js.publish(subject, payload, {
@@ -213,7 +215,19 @@ export class StreamWriter {
         return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos: ack.seq }), seq, pos: ack.seq };
       } catch (err) {
         if (err instanceof SessionLogError) throw this.#break(err);
-        if (jsErrorCode(err) === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
+        // The subject or our msg id is still being proposed on a replicated
+        // stream (2.11+): this attempt was refused, not stored. The leader
+        // clears the mark only after it sent the previous append's ack, so a
+        // single writer meets it too. Ask again once that settles; it does
+        // not count as an attempt with an unknown outcome.
+        const code = jsErrorCode(err);
+        if ((code === JsErrCode.streamSubjectInProcess || code === JsErrCode.streamDuplicateInProcess) && busy < BUSY_RETRIES) {
+          busy += 1;
+          attempt -= 1;
+          await delay(Math.min(BUSY_WAIT_MS * busy, 50));
+          continue;
+        }
+        if (code === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
           // Our own attempt may have landed with its reply lost: on current
           // servers an R1 stream checks the expected sequence *before* the
           // message id, so that reads as "wrong last sequence" where 2.9 and
@@ -237,9 +251,6 @@ export class StreamWriter {
         lastErr = err;
         // Timeouts and lost replies are retried with the same msg id and
         // expectation: the server's duplicate window makes this idempotent.
-        // An append with our msg id still being proposed (ours, or a rival's)
-        // is settled once it commits: wait a moment, then ask again.
-        if (jsErrorCode(err) === JsErrCode.streamDuplicateInProcess) await delay(IN_PROCESS_WAIT_MS * attempt);
       }
     }
     this.#inDoubt = { seq, prev, kind, payload };
