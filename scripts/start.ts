@@ -12,6 +12,7 @@
  * Then it checks a cross-instance resume end to end and prints the endpoints.
  * Ctrl-C stops everything this script started.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -25,6 +26,16 @@ const say = (line: string): void => {
 };
 const GATEWAY_MAIN = fileURLToPath(new URL('../services/gateway/dist/main.js', import.meta.url));
 const SESSION_LOG_MAIN = fileURLToPath(new URL('../services/session-log/dist/main.js', import.meta.url));
+
+/**
+ * The newest nats-server the project can get: scripts/nats-server.sh finds
+ * or fetches a current one (Debian unstable's package into .tether/), and
+ * says on stderr when it falls back to the system's older one.
+ */
+function newestNatsServer(): string {
+  const script = fileURLToPath(new URL('./nats-server.sh', import.meta.url));
+  return execFileSync('bash', [script, 'current'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
 
 async function main(): Promise<void> {
   const started: { stop(): Promise<unknown> }[] = [];
@@ -45,10 +56,10 @@ async function main(): Promise<void> {
     if (natsUrl === '') {
       const storeDir = resolve(process.env.TETHER_DATA_DIR ?? '.tether', 'nats');
       mkdirSync(storeDir, { recursive: true });
-      const nats: NatsServer = await startNatsServer({ storeDir });
+      const nats: NatsServer = await startNatsServer({ storeDir, bin: newestNatsServer() });
       started.push({ stop: () => nats.stop() });
       natsUrl = nats.url;
-      say(`nats        ${natsUrl}  (embedded nats-server pid ${nats.pid}, data in ${storeDir})`);
+      say(`nats        ${natsUrl}  (embedded nats-server ${nats.version} at ${nats.bin}, pid ${nats.pid}, data in ${storeDir})`);
     } else {
       say(`nats        ${natsUrl}  (from TETHER_NATS_URL)`);
     }
