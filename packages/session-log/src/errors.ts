@@ -76,6 +76,19 @@ export const JsErrCode = {
   noMessageFound: 10037,
 } as const;
 
+/**
+ * Nobody received a publish (NATS answered 503): nothing was stored. Seen on
+ * 2.15 for a few hundred ms right after an R3 stream is created, before the
+ * connected node knows where its subjects go. nats.js reports it as
+ * `JetStreamNotEnabled` with the no-responders error as its cause.
+ */
+export function isNoResponders(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth += 1) {
+    if (e.name === 'NoResponders' || /no responders/i.test(e.message)) return true;
+  }
+  return false;
+}
+
 /** The numeric JetStream API error code of `err`, if it carries one. */
 export function jsErrorCode(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { EventKind } from '@tether/protocol';
 import type { LogContext } from './context.js';
@@ -46,6 +47,10 @@ export interface FollowStart {
   readonly replay?: ReplayOptions;
 }
 
+/** A pass that ends before a known stored event is asked again this often (after 50, 100, 150 ms) before it is `stream_truncated`. */
+const SHORT_PASS_RETRIES = 3;
+const SHORT_PASS_WAIT_MS = 50;
+
 /** Republished messages carry their stream sequence in this header. */
 const NATS_SEQUENCE = 'Nats-Sequence';
 
@@ -88,6 +93,7 @@ export async function* follow(
   try {
     // A live message we could not deliver: the log must reach at least it.
     let mustReach = 0;
+    let shortPasses = 0;
     let firstPass = start.replay;
     for (;;) {
       tail.rearm();
@@ -110,8 +116,18 @@ export async function* follow(
         if (tail.closed) throw fail(SessionLogErrorCode.sessionClosed, 'the session was closed', event);
       }
       if (last.pos < mustReach) {
+        // The pass ended before an event the server already republished. On
+        // a replica that lags (2.9 places a replay consumer on any replica;
+        // the fencing test saw it) that is stale, not evicted: ask again a
+        // few times before calling it truncated.
+        if (shortPasses < SHORT_PASS_RETRIES) {
+          shortPasses += 1;
+          await delay(SHORT_PASS_WAIT_MS * shortPasses);
+          continue;
+        }
         throw fail(SessionLogErrorCode.streamTruncated, 'a stored event was evicted before it could be read', { seq: last.seq + 1, pos: mustReach });
       }
+      shortPasses = 0;
       mustReach = 0;
       // Started live: if nothing comes soon, ask the log once (interest in the
       // live subject may reach the stream's leader late in some clusters).

@@ -4,7 +4,7 @@ import type { StoredMsg } from '@nats-io/jetstream';
 import { encodeEventId, EventKind, LogHeader } from '@tether/protocol';
 import type { EndReason } from '@tether/protocol';
 import type { LogContext } from './context.js';
-import { JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode } from './errors.js';
+import { isNoResponders, JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode } from './errors.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor } from './event.js';
 import { unavailable } from './setup.js';
@@ -216,24 +216,26 @@ export class StreamWriter {
       } catch (err) {
         if (err instanceof SessionLogError) throw this.#break(err);
         // The subject or our msg id is still being proposed on a replicated
-        // stream (2.11+): this attempt was refused, not stored. The leader
+        // stream (2.11+), or nobody answered (a stream just created, see
+        // isNoResponders): this attempt was refused, not stored. The leader
         // clears the mark only after it sent the previous append's ack, so a
         // single writer meets it too. Ask again once that settles; it does
         // not count as an attempt with an unknown outcome.
         const code = jsErrorCode(err);
-        if ((code === JsErrCode.streamSubjectInProcess || code === JsErrCode.streamDuplicateInProcess) && busy < BUSY_RETRIES) {
+        const busyNow = code === JsErrCode.streamSubjectInProcess || code === JsErrCode.streamDuplicateInProcess || isNoResponders(err);
+        if (busyNow && busy < BUSY_RETRIES) {
           busy += 1;
           attempt -= 1;
           await delay(Math.min(BUSY_WAIT_MS * busy, 50));
           continue;
         }
         if (code === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
-          // Our own attempt may have landed with its reply lost: on current
-          // servers an R1 stream checks the expected sequence *before* the
-          // message id, so that reads as "wrong last sequence" where 2.9 and
-          // R3 answer a duplicate ack. Same rule as a duplicate ack: it is
-          // ours only if the subject's last message is exactly this event
-          // (seq, prev, kind, epoch, bytes).
+          // Our own attempt may have landed with its reply lost. Where the
+          // server checks the expected sequence before the message id (R1 on
+          // current servers; R3 on 2.9.10 once the first append is applied)
+          // that reads as "wrong last sequence", not a duplicate ack. Same
+          // rule as a duplicate ack: it is ours only if the subject's last
+          // message is exactly this event (seq, prev, kind, epoch, bytes).
           const landed = await this.#landedAs(subject, seq, prev, kind, payload).catch(() => undefined);
           if (landed !== undefined) {
             this.#last = { seq, pos: landed };
