@@ -161,7 +161,7 @@ async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promi
  * replica that answered stops short of the stream's last.
  */
 async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
-  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch) + 1), lastOf(ctx, subject)]);
+  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch, 0) + 1), lastOf(ctx, subject)]);
   if (batch === undefined) return { ...(await leaderFacts(ctx, subject, pos)), last };
   const [head] = batch.messages;
   const at = head !== undefined && head.seq === pos ? held(subject, head) : await get(ctx, { seq: pos });

@@ -22,9 +22,15 @@ export interface DirectBatch {
   readonly pending: number;
 }
 
-/** Messages per batch direct get, for a log configured with `readBatch` (its consumer fetch size): direct reads are cheap per request, so they take more. */
-export function directBatchSize(readBatch: number): number {
-  return readBatch * 4;
+/**
+ * Messages the `n`-th batch direct get of a pass asks for (n = 0 is the
+ * first, which a resume reads with its classification): `readBatch`, then
+ * twice as many each time up to 4 × `readBatch`. A small first batch puts
+ * the first events in the client's hands sooner; a reader that keeps
+ * draining gets larger batches and fewer requests.
+ */
+export function directBatchSize(readBatch: number, n: number): number {
+  return readBatch * 2 ** Math.min(n, 2);
 }
 
 /** Largest batch (in bytes of subjects, headers and payloads) a replica sends per request; one bigger message still comes alone. */

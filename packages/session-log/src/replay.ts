@@ -48,9 +48,11 @@ async function* replayDirect(ctx: LogContext, subject: string, afterPos: number,
   // tail's subscription would reach neither. Its "nothing more" is checked
   // with one read made after the tail opened, which closes the seam.
   let fresh = batch === undefined;
+  let n = batch === undefined ? 0 : 1;
   for (;;) {
     if (batch === undefined) {
-      batch = await directBatch(ctx, subject, pos + 1, directBatchSize(ctx.config.readBatch));
+      batch = await directBatch(ctx, subject, pos + 1, directBatchSize(ctx.config.readBatch, n));
+      n += 1;
       fresh = true;
     }
     // The replica that answered ignored `batch` (an older server in a mixed cluster).

@@ -78,12 +78,12 @@ describe('read paths follow the server version', () => {
     expect(events.map((e) => e.id)).toEqual(ids.slice(1));
     expect(events.slice(0, 3).map((e) => text(e.payload))).toEqual(['e2', 'e3', 'e4']);
     if (direct()) {
-      // 100 events after the cursor at 64 (4 × readBatch) a batch: the
-      // classification's batch (cursor + 64) and the head, then one batch of
-      // the 36 left, whose end of batch says nothing more.
+      // 100 events after the cursor, batches growing from readBatch (16):
+      // the classification's (cursor + 16) and the head, then 32, then 64
+      // asked (52 left), whose end of batch says nothing more.
       expect(calls['CONSUMER.CREATE'] ?? 0).toBe(0);
       expect(calls['STREAM.MSG.GET'] ?? 0).toBe(0);
-      expect(calls['DIRECT.GET']).toBe(2 + 1);
+      expect(calls['DIRECT.GET']).toBe(2 + 2);
     } else {
       expect(calls['CONSUMER.CREATE']).toBe(1);
       expect(calls['DIRECT.GET'] ?? 0).toBe(0);
