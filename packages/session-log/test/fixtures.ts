@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
 import { SessionLog, principalDigest } from '@tether/session-log';
-import type { CreateSessionLogOptions, SessionLogOptions } from '@tether/session-log';
+import type { CreateSessionLogOptions, LogEvent, ResumeResult, SessionLogOptions } from '@tether/session-log';
 
 export const ALICE = principalDigest('Bearer alice');
 export const MALLORY = principalDigest('Bearer mallory');
@@ -64,4 +64,12 @@ export async function take<T>(iterable: AsyncIterable<T>, count: number): Promis
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Every event of an accepted resume, to its end; any other verdict fails with its reason. */
+export async function drainResume(result: ResumeResult): Promise<LogEvent[]> {
+  if (result.verdict !== 'resumed') throw new Error(`expected resumed, got ${result.verdict}: ${result.reason}`);
+  const out: LogEvent[] = [];
+  for await (const event of result.events()) out.push(event);
+  return out;
 }

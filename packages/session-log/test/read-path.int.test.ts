@@ -3,12 +3,12 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { logPaths, resolveConfig, serverFeatures } from '@tether/session-log';
-import type { LogEvent, ResumeResult, SessionLog } from '@tether/session-log';
+import type { SessionLog } from '@tether/session-log';
 import { ControlFanout } from '../src/control-fanout.js';
 import type { LogContext } from '../src/context.js';
 import { replay } from '../src/replay.js';
 import { createSubjects } from '../src/wire.js';
-import { ALICE, bytes, isolatedNames, startLogFixture, text } from './fixtures.js';
+import { ALICE, bytes, drainResume, isolatedNames, startLogFixture, text } from './fixtures.js';
 import type { LogFixture } from './fixtures.js';
 
 // Which path a log takes is decided by the server's version; this file runs
@@ -58,13 +58,6 @@ async function seeded(count: number, end = true) {
   return { session, stream, ids };
 }
 
-async function drain(result: ResumeResult): Promise<LogEvent[]> {
-  if (result.verdict !== 'resumed') throw new Error(`expected resumed, got ${result.verdict}: ${result.reason}`);
-  const out: LogEvent[] = [];
-  for await (const event of result.events()) out.push(event);
-  return out;
-}
-
 describe('read paths follow the server version', () => {
   it('the log reports the server version from INFO and the paths that version gets', () => {
     expect(log.server.version).toBe(fx.server.version);
@@ -74,7 +67,7 @@ describe('read paths follow the server version', () => {
 
   it('a resume with a 100-event backlog: batch direct gets and no consumer on 2.11+, a consumer on older servers', async () => {
     const { session, ids } = await seeded(100);
-    const { result: events, calls } = await countApi(async () => drain(await log.resume(session.sessionId, ids[0]!, ALICE)));
+    const { result: events, calls } = await countApi(async () => drainResume(await log.resume(session.sessionId, ids[0]!, ALICE)));
     expect(events.map((e) => e.id)).toEqual(ids.slice(1));
     expect(events.slice(0, 3).map((e) => text(e.payload))).toEqual(['e2', 'e3', 'e4']);
     if (direct()) {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEventId } from '@tether/protocol';
-import type { LogEvent, ResumeResult, SessionLog } from '@tether/session-log';
-import { ALICE, MALLORY, bytes, sleep, startLogFixture, text } from './fixtures.js';
+import type { SessionLog } from '@tether/session-log';
+import { ALICE, MALLORY, bytes, drainResume, sleep, startLogFixture, text } from './fixtures.js';
 import type { LogFixture } from './fixtures.js';
 
 let fx: LogFixture;
@@ -21,18 +21,11 @@ async function seeded(count: number, stream = log.newStreamId()) {
   return { session, stream, ids };
 }
 
-async function drain(result: ResumeResult): Promise<LogEvent[]> {
-  if (result.verdict !== 'resumed') throw new Error(`expected resumed, got ${result.verdict}: ${result.reason}`);
-  const out: LogEvent[] = [];
-  for await (const event of result.events()) out.push(event);
-  return out;
-}
-
 describe('resume classification (DESIGN section 7)', () => {
   it('resumed: yields exactly the suffix after the cursor, then ends after the end marker', async () => {
     const { session, stream, ids } = await seeded(10);
     ids.push((await log.append(session.sessionId, stream, 'end', new Uint8Array())).id);
-    const events = await drain(await log.resume(session.sessionId, ids[3]!, ALICE));
+    const events = await drainResume(await log.resume(session.sessionId, ids[3]!, ALICE));
     expect(events.map((e) => e.id)).toEqual(ids.slice(4));
     expect(events.slice(0, -1).map((e) => text(e.payload))).toEqual(['e5', 'e6', 'e7', 'e8', 'e9', 'e10']);
     expect(events.at(-1)!.kind).toBe('end');
@@ -60,7 +53,7 @@ describe('resume classification (DESIGN section 7)', () => {
     const end = await log.append(session.sessionId, stream, 'end', new Uint8Array());
     const result = await log.resume(session.sessionId, end.id, ALICE);
     expect(result.verdict).toBe('resumed');
-    expect(await drain(result)).toEqual([]);
+    expect(await drainResume(result)).toEqual([]);
   });
 
   it('resumed at the live head waits for the next event', async () => {
