@@ -31,7 +31,7 @@ export interface SessionLogOptions {
    * Events fetched from the log per consumer fetch when replaying (2.9/2.10),
    * and in the first batch direct get of a pass (2.11+; a resume reads it
    * with its classification), each later one twice as many up to four
-   * times, at most 1 MiB. Either way the next batch is read only when the
+   * times, at most 256 KiB. Either way the next batch is read only when the
    * reader has taken the last one. Default 64.
    */
   readonly readBatch?: number;

@@ -34,7 +34,7 @@ export function directBatchSize(readBatch: number, n: number): number {
 }
 
 /** Largest batch (in bytes of subjects, headers and payloads) a replica sends per request; one bigger message still comes alone. */
-export const DIRECT_BATCH_MAX_BYTES = 1024 * 1024;
+export const DIRECT_BATCH_MAX_BYTES = 256 * 1024;
 
 const NUM_PENDING = 'Nats-Num-Pending';
 const SEQUENCE = 'Nats-Sequence';
