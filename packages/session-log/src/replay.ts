@@ -1,6 +1,8 @@
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import type { JsMsg } from '@nats-io/jetstream';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { LogContext } from './context.js';
+import { isNoResponders } from './errors.js';
 import { directBatch, directBatchSize } from './direct-batch.js';
 import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { unavailable } from './setup.js';
@@ -9,6 +11,8 @@ const NANOS_PER_MS = 1_000_000;
 /** A consumer a reader forgot (crash) disappears after this long. */
 const CONSUMER_IDLE_MS = 60_000;
 const FETCH_EXPIRES_MS = 5_000;
+/** Fetches a consumer just created may answer "no responders" before it is asked again. */
+const NOT_YET_RETRIES = 20;
 
 /** Options of one replay pass. */
 export interface ReplayOptions {
@@ -98,14 +102,25 @@ export async function* replayAfter(ctx: LogContext, subject: string, afterPos: n
     if (pending === 0) return;
     // Built from the add() answer: no second round trip for its info.
     const consumer = ctx.js.consumers.getConsumerFromInfo(info);
+    let notYet = 0;
     while (pending > 0) {
       let delivered = 0;
-      const batch = await consumer.fetch({ max_messages: Math.min(readBatch, pending), expires: FETCH_EXPIRES_MS });
-      for await (const msg of batch) {
-        delivered += 1;
-        pending = msg.info.pending;
-        yield msg;
-        if (pending === 0) break;
+      try {
+        const batch = await consumer.fetch({ max_messages: Math.min(readBatch, pending), expires: FETCH_EXPIRES_MS });
+        for await (const msg of batch) {
+          delivered += 1;
+          pending = msg.info.pending;
+          yield msg;
+          if (pending === 0) break;
+        }
+      } catch (err) {
+        // On a cluster a consumer just created may not answer its first
+        // fetch yet ("no responders"; test/bench/r3-read-paths.ts saw 6 in
+        // 400 on 2.15.1). Nothing was delivered by that fetch: ask again.
+        if (!isNoResponders(err) || notYet >= NOT_YET_RETRIES) throw unavailable(err);
+        notYet += 1;
+        await delay(5 * notYet);
+        continue;
       }
       // Messages counted as pending may be evicted before we fetch them; an
       // empty batch means there is nothing more to get. The caller's chain
