@@ -20,7 +20,7 @@ export interface LogLayout {
 }
 
 /** The 2.9 path's floor: an ephemeral filtered consumer at the cursor, then fetches until 100 events. */
-export async function measureRawReplay(
+export function measureRawReplay(
   jsm: JetStreamManager,
   js: JetStreamClient,
   layout: LogLayout,
@@ -28,9 +28,7 @@ export async function measureRawReplay(
   plans: readonly SamplePlan[],
   budget: SampleBudget,
 ): Promise<Summary> {
-  const samples = await sampleLoop(plans, budget, async (plan) => {
-    const { subject, startSeq } = target(layout, fill, plan);
-    const start = performance.now();
+  return measureRawRead(layout, fill, plans, budget, async (subject, startSeq) => {
     const info = await jsm.consumers.add(layout.streamName, {
       filter_subject: subject,
       deliver_policy: DeliverPolicy.StartSequence,
@@ -46,11 +44,8 @@ export async function measureRawReplay(
       const batch = await consumer.fetch({ max_messages: BACKLOG - received, expires: 5_000 });
       for await (const _msg of batch) received += 1;
     }
-    const ms = performance.now() - start;
-    jsm.consumers.delete(layout.streamName, info.name).catch(() => undefined);
-    return ms;
+    return () => void jsm.consumers.delete(layout.streamName, info.name).catch(() => undefined);
   });
-  return summarize(samples);
 }
 
 /**
@@ -58,19 +53,37 @@ export async function measureRawReplay(
  * `{seq, next_by_subj, batch: 100}` on core NATS, counted until the server's
  * `204 EOB`. 2.9 ignores `batch` and answers one message, so never call it there.
  */
-export async function measureRawDirectBatch(
+export function measureRawDirectBatch(
   nc: NatsConnection,
   layout: LogLayout,
   fill: LogFill,
   plans: readonly SamplePlan[],
   budget: SampleBudget,
 ): Promise<Summary> {
+  return measureRawRead(layout, fill, plans, budget, async (subject, startSeq) => {
+    const received = await directBatch(nc, layout.streamName, { seq: startSeq, next_by_subj: subject, batch: BACKLOG });
+    if (received !== BACKLOG) throw new Error(`batch direct get answered ${received} events, not ${BACKLOG}`);
+  });
+}
+
+/**
+ * Times `read` of each plan's 100 events (subject and first position from the
+ * fill); a cleanup it returns runs after the clock stops.
+ */
+async function measureRawRead(
+  layout: LogLayout,
+  fill: LogFill,
+  plans: readonly SamplePlan[],
+  budget: SampleBudget,
+  read: (subject: string, startSeq: number) => Promise<(() => void) | void>,
+): Promise<Summary> {
   const samples = await sampleLoop(plans, budget, async (plan) => {
     const { subject, startSeq } = target(layout, fill, plan);
     const start = performance.now();
-    const received = await directBatch(nc, layout.streamName, { seq: startSeq, next_by_subj: subject, batch: BACKLOG });
-    if (received !== BACKLOG) throw new Error(`batch direct get answered ${received} events, not ${BACKLOG}`);
-    return performance.now() - start;
+    const cleanup = await read(subject, startSeq);
+    const ms = performance.now() - start;
+    cleanup?.();
+    return ms;
   });
   return summarize(samples);
 }

@@ -1,3 +1,4 @@
+import type { StoredMsg } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { decodeEventId, EndReason, EventKind, ResumeVerdict } from '@tether/protocol';
 import type { EventId } from '@tether/protocol';
@@ -162,12 +163,20 @@ async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promi
  */
 async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
   const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch, 0) + 1), lastOf(ctx, subject)]);
-  if (batch === undefined) return { ...(await leaderFacts(ctx, subject, pos)), last };
+  if (batch === undefined) {
+    // The replica ignored `batch` (an older node in a mixed cluster): the leader's gets, the head already read.
+    const [at, next] = await Promise.all([get(ctx, { seq: pos }), get(ctx, { seq: pos + 1, next_by_subj: subject })]);
+    return { at, last, next };
+  }
   const [head] = batch.messages;
   const at = head !== undefined && head.seq === pos ? held(subject, head) : await get(ctx, { seq: pos });
   const after = batch.messages.filter((msg) => msg.seq > pos);
   const following = after[0];
   return { at, last, next: following === undefined ? undefined : held(subject, following), first: { messages: after, pending: batch.pending } };
+}
+
+function fromStored(msg: StoredMsg | null): Held | null {
+  return msg === null ? null : { seq: msg.seq, subject: msg.subject, headers: msg.header, data: msg.data };
 }
 
 function held(subject: string, msg: StoredEvent): Held {
@@ -178,8 +187,7 @@ function held(subject: string, msg: StoredEvent): Held {
 async function lastOf(ctx: LogContext, subject: string): Promise<Held | null> {
   if (ctx.config.replicas > 1) return get(ctx, { last_by_subj: subject });
   try {
-    const msg = await ctx.jsm.direct.getMessage(ctx.config.streamName, { last_by_subj: subject });
-    return msg === null ? null : { seq: msg.seq, subject: msg.subject, headers: msg.header, data: msg.data };
+    return fromStored(await ctx.jsm.direct.getMessage(ctx.config.streamName, { last_by_subj: subject }));
   } catch (err) {
     throw unavailable(err);
   }
@@ -191,8 +199,7 @@ async function get(ctx: LogContext, query: GetQuery): Promise<Held | null> {
   try {
     // `next_by_subj` is accepted by the leader's STREAM.MSG.GET on 2.9 too;
     // the client's type only lists it for direct gets.
-    const msg = await ctx.jsm.streams.getMessage(ctx.config.streamName, query as { seq: number });
-    return msg === null ? null : { seq: msg.seq, subject: msg.subject, headers: msg.header, data: msg.data };
+    return fromStored(await ctx.jsm.streams.getMessage(ctx.config.streamName, query as { seq: number }));
   } catch (err) {
     throw unavailable(err);
   }

@@ -2,7 +2,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { SessionLogConfig } from './config.js';
 import type { ControlFanout } from './control-fanout.js';
-import type { LogPaths, ServerFeatures } from './server-features.js';
+import type { LogPaths } from './server-features.js';
 import type { Subjects } from './wire.js';
 
 /** What the log's parts share: one connection, the resolved config, the subjects, the control subscriptions. */
@@ -14,8 +14,6 @@ export interface LogContext {
   readonly subjects: Subjects;
   /** One subscription per session's control subject, shared by every reader and watcher. */
   readonly control: ControlFanout;
-  /** What the server the connection talks to *now* can do (it may change on reconnect). */
-  readonly features: () => ServerFeatures;
-  /** The read paths that follow from it and from the stream's config. */
+  /** The read paths the server the connection talks to *now* allows (it may change on reconnect), and the stream's config. */
   readonly paths: () => LogPaths;
 }

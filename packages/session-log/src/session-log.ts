@@ -122,7 +122,6 @@ export class SessionLog {
         config: capped,
         subjects,
         control: new ControlFanout(nc, subjects),
-        features: () => server().features,
         paths: () => server().paths,
       };
       return new SessionLog(ctx, handles, server, options);

@@ -156,11 +156,7 @@ export class StreamWriter {
     if (this.#last.seq !== doubt.seq) return undefined;
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: this.#last.pos });
     if (stored === null) return undefined;
-    const landed =
-      stored.header.get(LogHeader.prev) === String(doubt.prev) &&
-      stored.header.get(LogHeader.kind) === doubt.kind &&
-      Buffer.compare(Buffer.from(stored.data), Buffer.from(doubt.payload)) === 0;
-    if (!landed) return undefined;
+    if (!storedIs(stored, { prev: doubt.prev, kind: doubt.kind, payload: doubt.payload })) return undefined;
     return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq: doubt.seq, pos: this.#last.pos }), seq: doubt.seq, pos: this.#last.pos };
   }
 
@@ -210,9 +206,7 @@ export class StreamWriter {
         // the same seq would have stored different bytes (the tripwire runs
         // after the duplicate check on the server, so it cannot catch this).
         if (ack.duplicate) await this.#verifyDuplicate(ack.seq, kind, payload);
-        this.#last = { seq, pos: ack.seq };
-        if (kind === EventKind.end) this.#ended = true;
-        return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos: ack.seq }), seq, pos: ack.seq };
+        return this.#stored(seq, ack.seq, kind);
       } catch (err) {
         if (err instanceof SessionLogError) throw this.#break(err);
         // The subject or our msg id is still being proposed on a replicated
@@ -237,11 +231,7 @@ export class StreamWriter {
           // rule as a duplicate ack: it is ours only if the subject's last
           // message is exactly this event (seq, prev, kind, epoch, bytes).
           const landed = await this.#landedAs(subject, seq, prev, kind, payload).catch(() => undefined);
-          if (landed !== undefined) {
-            this.#last = { seq, pos: landed };
-            if (kind === EventKind.end) this.#ended = true;
-            return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos: landed }), seq, pos: landed };
-          }
+          if (landed !== undefined) return this.#stored(seq, landed, kind);
           throw this.#break(
             new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer appended to this stream; this writer stops', {
               ...where,
@@ -259,28 +249,22 @@ export class StreamWriter {
     throw this.#break(unavailable(lastErr));
   }
 
+  /** The append landed at `pos`: the writer moves on, and the caller gets its id. */
+  #stored(seq: number, pos: number, kind: EventKind): AppendResult {
+    this.#last = { seq, pos };
+    if (kind === EventKind.end) this.#ended = true;
+    return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq, pos }), seq, pos };
+  }
+
   /** The position of this exact event if it is the subject's last message (read from the leader), else undefined. */
   async #landedAs(subject: string, seq: number, prev: number, kind: EventKind, payload: Uint8Array): Promise<number | undefined> {
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { last_by_subj: subject });
-    if (stored === null) return undefined;
-    const h = stored.header;
-    const same =
-      h.get(LogHeader.seq) === String(seq) &&
-      h.get(LogHeader.prev) === String(prev) &&
-      h.get(LogHeader.kind) === kind &&
-      h.get(LogHeader.epoch) === this.epoch &&
-      Buffer.compare(Buffer.from(stored.data), Buffer.from(payload)) === 0;
-    return same ? stored.seq : undefined;
+    return stored !== null && storedIs(stored, { seq, prev, kind, epoch: this.epoch, payload }) ? stored.seq : undefined;
   }
 
   async #verifyDuplicate(pos: number, kind: EventKind, payload: Uint8Array): Promise<void> {
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: pos });
-    const ours =
-      stored !== null &&
-      stored.header.get(LogHeader.kind) === kind &&
-      stored.header.get(LogHeader.epoch) === this.epoch &&
-      Buffer.compare(Buffer.from(stored.data), Buffer.from(payload)) === 0;
-    if (!ours) {
+    if (stored === null || !storedIs(stored, { kind, epoch: this.epoch, payload })) {
       throw new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer stored this sequence number first', {
         sessionId: this.sessionId,
         stream: this.stream,
@@ -293,6 +277,18 @@ export class StreamWriter {
     this.#broken = err;
     return err;
   }
+}
+
+/** Whether a stored message is this event: its kind and bytes, and each chain header given. */
+function storedIs(stored: StoredMsg, event: { readonly kind: EventKind; readonly payload: Uint8Array; readonly seq?: number; readonly prev?: number; readonly epoch?: string }): boolean {
+  const h = stored.header;
+  return (
+    h.get(LogHeader.kind) === event.kind &&
+    (event.seq === undefined || h.get(LogHeader.seq) === String(event.seq)) &&
+    (event.prev === undefined || h.get(LogHeader.prev) === String(event.prev)) &&
+    (event.epoch === undefined || h.get(LogHeader.epoch) === event.epoch) &&
+    Buffer.compare(Buffer.from(stored.data), Buffer.from(event.payload)) === 0
+  );
 }
 
 /** Header values cannot hold CR or LF; upstream ids are opaque text we only echo back. */

@@ -110,7 +110,6 @@ describe('read paths follow the server version', () => {
         config,
         subjects,
         control: new ControlFanout(nc, subjects),
-        features: () => features,
         paths: () => logPaths(features, true),
       };
       const subject = subjects.log(session.sessionId, stream);
