@@ -7,7 +7,7 @@
  *   clients ─▶ balancer ─▶ gateway ×3 ─▶ upstream /mcp (event store)  | upstream /plain/mcp (none)
  *                             │
  *                             ▼
- *                  nats-server ×3 (JetStream R3: TETHER log, sessions, leases)
+ *                  nats-server ×3 (JetStream R3: TETHER log, sessions)
  */
 import { createWriteStream } from 'node:fs';
 import type { WriteStream } from 'node:fs';
@@ -57,7 +57,7 @@ export interface ChaosStack {
   readonly gateways: readonly GatewaySlot[];
   /** SIGKILL (the balancer first stops sending it requests, as a health check would). */
   killGateway(slot: number): Promise<void>;
-  /** SIGTERM: the gateway drains (ends client streams with a retry hint, hands leases over) and exits. */
+  /** SIGTERM: the gateway drains (ends client streams with a retry hint, releases its streams) and exits. */
   drainGateway(slot: number): Promise<{ code: number | null; signal: string | null; ms: number }>;
   /** A new gateway process in the slot (new port), put in the balancer's rotation. */
   startGateway(slot: number): Promise<void>;
@@ -101,7 +101,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
           GATEWAY_MAIN,
           ...['--port', '0', '--nats', cluster.urls.join(','), '--log-replicas', '3', '--log-stream', options.streamName],
           ...['--upstream', upstreams.store.url, '--route', `${Routes.plain}=${upstreams.plain.url}`],
-          ...['--instance-id', instance, '--lease-ttl', '2s', '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
+          ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
         ],
         cwd: ROOT,
         readyLine: (json) => json.msg === 'listening',

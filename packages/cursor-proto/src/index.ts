@@ -38,6 +38,10 @@ export {
   LogPositions,
   OpenSessionRequest,
   OpenSessionResponse,
+  PresenceAnswer,
+  PresenceQuestion,
+  ProbeWriterRequest,
+  ProbeWriterResponse,
   PublishControlRequest,
   PublishControlResponse,
   ReadRequest,
@@ -58,7 +62,7 @@ export {
 export { Status as RpcStatus } from './gen/google/rpc/status.js';
 
 // Enums (`as const` objects) and their wire spellings.
-export { ControlType, EndReason, EventKind, ResumeVerdict, SessionState } from './gen/tether/cursor/v1/cursor.js';
+export { ControlType, EndReason, EventKind, ResumeVerdict, SessionState, WriterState } from './gen/tether/cursor/v1/cursor.js';
 export {
   controlTypeFromSpelling,
   controlTypeSpelling,

@@ -31,6 +31,7 @@ const CONTROL_TYPES = [
   [ControlType.CLOSED, 'closed'],
   [ControlType.SUPERSEDED, 'superseded'],
   [ControlType.DRAIN, 'drain'],
+  [ControlType.RELEASED, 'released'],
 ] as const;
 const SESSION_STATES = [
   [SessionState.ACTIVE, 'active'],

@@ -44,6 +44,12 @@ export const LogHeader = {
   msgId: 'Nats-Msg-Id',
   /** W3C trace context, carried across NATS (DESIGN §11). */
   traceparent: 'traceparent',
+  /**
+   * The writer that appended the event: a process's random incarnation id,
+   * whose liveness anyone can ask on `<prefix>.writer.<id>` (DESIGN §6).
+   * Absent: no writer has claimed the stream (a session's first GET prime).
+   */
+  writer: 'Tether-Writer',
 } as const;
 export type LogHeader = (typeof LogHeader)[keyof typeof LogHeader];
 

@@ -24,6 +24,8 @@ export interface LogEvent {
   readonly endReason: EndReason | undefined;
   /** W3C trace context of the append, so a trace follows the event to its reader. */
   readonly traceparent: string | undefined;
+  /** The writer that appended it (`Tether-Writer`): whose liveness decides a takeover. */
+  readonly writer: string | undefined;
 }
 
 /** Where a reader stands: the last event it has (seq 0, pos 0 = before the first). */
@@ -57,6 +59,7 @@ export function decodeLogEvent(
   const end = header.get(LogHeader.endReason);
   const upstreamId = header.get(LogHeader.upstreamId);
   const traceparent = header.get(LogHeader.traceparent);
+  const writer = header.get(LogHeader.writer);
   const event: LogEvent = {
     id: encodeEventId({ epoch, stream, seq, pos }),
     sessionId,
@@ -70,6 +73,7 @@ export function decodeLogEvent(
     upstreamId: upstreamId === '' ? undefined : upstreamId,
     endReason: isEndReason(end) ? end : undefined,
     traceparent: traceparent === '' ? undefined : traceparent,
+    writer: writer === '' ? undefined : writer,
   };
   return { ok: true, event };
 }

@@ -10,6 +10,8 @@ export { StreamWriter } from './writer.js';
 export type { AppendOptions, AppendResult } from './writer.js';
 export { SessionRegistry } from './registry.js';
 export type { SessionRecord, SessionState } from './registry.js';
+export { isWriterId, newWriterId } from './presence.js';
+export type { WriterState, WritesStream } from './presence.js';
 export { LeaseTable } from './leases.js';
 export type { Lease } from './leases.js';
 export { principalDigest, samePrincipal } from './principal.js';

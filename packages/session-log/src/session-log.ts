@@ -21,6 +21,8 @@ import { createFollowStats, follow } from './reader.js';
 import type { FollowOptions } from './reader.js';
 import { SessionRegistry } from './registry.js';
 import type { SessionRecord } from './registry.js';
+import { holdPresence, probeWriter } from './presence.js';
+import type { WriterState, WritesStream } from './presence.js';
 import { createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
@@ -233,6 +235,26 @@ export class SessionLog {
   }
 
   /**
+   * Holds a writer's presence on `<prefix>.writer.<writerId>` until
+   * `close()`: while held, a probe of this writer gets an answer (from
+   * `writes`, per stream); once closed, or once this connection is gone,
+   * probes get "no responders" and readers elsewhere take its streams over.
+   * One subscription per process, whatever the number of streams.
+   */
+  holdPresence(writerId: string, writes: WritesStream): { close(): Promise<void> } {
+    return holdPresence(this.#ctx.nc, this.#ctx.subjects, writerId, writes);
+  }
+
+  /**
+   * Whether `writerId` still writes `stream` of `sessionId` (without them:
+   * whether the writer lives). `gone` at once when no process holds its
+   * presence; `silent` after `timeoutMs` without an answer.
+   */
+  probeWriter(writerId: string, timeoutMs: number, sessionId?: string, stream?: string): Promise<WriterState> {
+    return probeWriter(this.#ctx.nc, this.#ctx.subjects, writerId, timeoutMs, sessionId, stream);
+  }
+
+  /**
    * Appends one event to a session stream and returns its event id once
    * JetStream acknowledged it. The first append to a stream on this instance
    * opens a writer positioned at the stream's current end.
@@ -244,6 +266,8 @@ export class SessionLog {
    */
   async append(sessionId: string, stream: string, kind: EventKind, payload: Uint8Array, options?: AppendOptions): Promise<AppendResult> {
     const key = `${sessionId}.${stream}`;
+    // A claim is judged against the stream's end as the log has it now, never a cached position.
+    if (options?.claim !== undefined) this.#writers.delete(key);
     let pending = this.#writers.get(key);
     if (pending === undefined) {
       const opens = options?.opensStream;
@@ -258,6 +282,15 @@ export class SessionLog {
       this.#writers.delete(key);
       throw err;
     }
+    if (options?.claim !== undefined && writer.last.seq !== options.claim.afterSeq) {
+      this.#writers.delete(key);
+      throw new SessionLogError(SessionLogErrorCode.writerConflict, `stream ${stream} moved on past seq ${options.claim.afterSeq} (now ${writer.last.seq}): another writer holds it`, {
+        sessionId,
+        stream,
+        seq: writer.last.seq,
+        expectedSeq: options.claim.afterSeq + 1,
+      });
+    }
     const doubt = this.#inDoubt.get(key);
     this.#inDoubt.delete(key);
     if (doubt !== undefined && options?.retry === true) {
@@ -266,7 +299,7 @@ export class SessionLog {
       // without the flag: an equal event may be a new one, and taking it
       // for the retry would silently drop it.)
       const landed = await writer.settle(doubt);
-      if (landed !== undefined && doubt.kind === kind && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
+      if (landed !== undefined && doubt.kind === kind && doubt.writer === (options?.writer ?? '') && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
         return landed;
       }
     }

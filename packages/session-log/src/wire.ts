@@ -22,6 +22,8 @@ export interface Subjects {
   live(sessionId: string, stream: string): string;
   /** `<prefix>.ctl.<session>`: core-NATS control messages for a session. */
   control(sessionId: string): string;
+  /** `<prefix>.writer.<writer>`: a writer process's presence; "no responders" there means it is gone. */
+  writer(writerId: string): string;
 }
 
 export function createSubjects(prefix: string): Subjects {
@@ -32,6 +34,7 @@ export function createSubjects(prefix: string): Subjects {
     liveWildcard: `${prefix}.live.>`,
     live: (sessionId, stream) => `${prefix}.live.${sessionId}.${stream}`,
     control: (sessionId) => `${prefix}.ctl.${sessionId}`,
+    writer: (writerId) => `${prefix}.writer.${writerId}`,
   };
 }
 
@@ -50,13 +53,19 @@ export const ControlType = {
   closed: 'closed',
   superseded: 'superseded',
   drain: 'drain',
+  /**
+   * A writer stopped writing `stream` without its end marker (it drained,
+   * or the log failed it): whoever serves the stream takes it over now
+   * instead of at its next liveness check.
+   */
+  released: 'released',
 } as const;
 export type ControlType = (typeof ControlType)[keyof typeof ControlType];
 
 export interface ControlMessage {
   readonly type: ControlType;
   readonly sessionId: string;
-  /** For `superseded`: the stream whose older readers must end. */
+  /** For `superseded`: the stream whose older readers must end; for `released`: the stream let go. */
   readonly stream?: string;
   /** Who sent it (an instance id), for logs. */
   readonly from?: string;

@@ -46,6 +46,20 @@ export interface AppendOptions {
    * the chain broken (`diverged`): explicit, never a silent fork.
    */
   readonly opensStream?: { readonly epoch: string };
+  /**
+   * The writer appending (`Tether-Writer`): a process's incarnation id that
+   * answers on `<prefix>.writer.<id>` while it lives (see `holdPresence`).
+   * A reader that finds it gone takes the stream over at once.
+   */
+  readonly writer?: string;
+  /**
+   * Take the stream over: this append must directly follow the event at
+   * seq `afterSeq`, the head the caller found orphaned. Any writer cached
+   * here is dropped and the stream's end read again; if someone appended
+   * after that head (the old writer lives, or another instance claimed it
+   * first), the append fails `writer_conflict` and nothing is written.
+   */
+  readonly claim?: { readonly afterSeq: number };
 }
 
 export interface AppendResult {
@@ -65,6 +79,8 @@ export interface InDoubtAppend {
   readonly prev: number;
   readonly kind: EventKind;
   readonly payload: Uint8Array;
+  /** Its `Tether-Writer` ('' without one). */
+  readonly writer: string;
 }
 
 /**
@@ -156,7 +172,7 @@ export class StreamWriter {
     if (this.#last.seq !== doubt.seq) return undefined;
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: this.#last.pos });
     if (stored === null) return undefined;
-    if (!storedIs(stored, { prev: doubt.prev, kind: doubt.kind, payload: doubt.payload })) return undefined;
+    if (!storedIs(stored, { prev: doubt.prev, kind: doubt.kind, payload: doubt.payload, writer: doubt.writer })) return undefined;
     return { id: encodeEventId({ epoch: this.epoch, stream: this.stream, seq: doubt.seq, pos: this.#last.pos }), seq: doubt.seq, pos: this.#last.pos };
   }
 
@@ -188,6 +204,8 @@ export class StreamWriter {
     if (options.upstreamId !== undefined) h.set(LogHeader.upstreamId, sanitizeHeaderValue(options.upstreamId));
     if (kind === EventKind.end) h.set(LogHeader.endReason, options.endReason ?? 'complete');
     if (options.traceparent !== undefined) h.set(LogHeader.traceparent, sanitizeHeaderValue(options.traceparent));
+    if (options.writer !== undefined) h.set(LogHeader.writer, options.writer);
+    const writer = options.writer ?? '';
     const msgID = msgIdOf(this.sessionId, this.stream, seq);
     const subject = this.#ctx.subjects.log(this.sessionId, this.stream);
 
@@ -205,7 +223,7 @@ export class StreamWriter {
         // ours only if it is our earlier attempt; a rival writer that computed
         // the same seq would have stored different bytes (the tripwire runs
         // after the duplicate check on the server, so it cannot catch this).
-        if (ack.duplicate) await this.#verifyDuplicate(ack.seq, kind, payload);
+        if (ack.duplicate) await this.#verifyDuplicate(ack.seq, kind, payload, writer);
         return this.#stored(seq, ack.seq, kind);
       } catch (err) {
         if (err instanceof SessionLogError) throw this.#break(err);
@@ -230,7 +248,7 @@ export class StreamWriter {
           // that reads as "wrong last sequence", not a duplicate ack. Same
           // rule as a duplicate ack: it is ours only if the subject's last
           // message is exactly this event (seq, prev, kind, epoch, bytes).
-          const landed = await this.#landedAs(subject, seq, prev, kind, payload).catch(() => undefined);
+          const landed = await this.#landedAs(subject, { seq, prev, kind, epoch: this.epoch, payload, writer }).catch(() => undefined);
           if (landed !== undefined) return this.#stored(seq, landed, kind);
           throw this.#break(
             new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer appended to this stream; this writer stops', {
@@ -245,7 +263,7 @@ export class StreamWriter {
         // expectation: the server's duplicate window makes this idempotent.
       }
     }
-    this.#inDoubt = { seq, prev, kind, payload };
+    this.#inDoubt = { seq, prev, kind, payload, writer };
     throw this.#break(unavailable(lastErr));
   }
 
@@ -257,14 +275,17 @@ export class StreamWriter {
   }
 
   /** The position of this exact event if it is the subject's last message (read from the leader), else undefined. */
-  async #landedAs(subject: string, seq: number, prev: number, kind: EventKind, payload: Uint8Array): Promise<number | undefined> {
+  async #landedAs(subject: string, event: StoredEvent): Promise<number | undefined> {
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { last_by_subj: subject });
-    return stored !== null && storedIs(stored, { seq, prev, kind, epoch: this.epoch, payload }) ? stored.seq : undefined;
+    return stored !== null && storedIs(stored, event) ? stored.seq : undefined;
   }
 
-  async #verifyDuplicate(pos: number, kind: EventKind, payload: Uint8Array): Promise<void> {
+  async #verifyDuplicate(pos: number, kind: EventKind, payload: Uint8Array, writer: string): Promise<void> {
     const stored = await this.#ctx.jsm.streams.getMessage(this.#ctx.config.streamName, { seq: pos });
-    if (stored === null || !storedIs(stored, { kind, epoch: this.epoch, payload })) {
+    // The writer is compared too: two instances claiming an orphaned stream
+    // append the same empty prime at the same seq (same msg id), and only
+    // the header tells the winner from the one that must stand down.
+    if (stored === null || !storedIs(stored, { kind, epoch: this.epoch, payload, writer })) {
       throw new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer stored this sequence number first', {
         sessionId: this.sessionId,
         stream: this.stream,
@@ -279,11 +300,22 @@ export class StreamWriter {
   }
 }
 
+interface StoredEvent {
+  readonly kind: EventKind;
+  readonly payload: Uint8Array;
+  readonly seq?: number;
+  readonly prev?: number;
+  readonly epoch?: string;
+  /** '' for an event appended without a writer. */
+  readonly writer?: string;
+}
+
 /** Whether a stored message is this event: its kind and bytes, and each chain header given. */
-function storedIs(stored: StoredMsg, event: { readonly kind: EventKind; readonly payload: Uint8Array; readonly seq?: number; readonly prev?: number; readonly epoch?: string }): boolean {
+function storedIs(stored: StoredMsg, event: StoredEvent): boolean {
   const h = stored.header;
   return (
     h.get(LogHeader.kind) === event.kind &&
+    (event.writer === undefined || h.get(LogHeader.writer) === event.writer) &&
     (event.seq === undefined || h.get(LogHeader.seq) === String(event.seq)) &&
     (event.prev === undefined || h.get(LogHeader.prev) === String(event.prev)) &&
     (event.epoch === undefined || h.get(LogHeader.epoch) === event.epoch) &&

@@ -40,7 +40,10 @@ export interface GatewayConfig {
   readonly maxStreamsPerSession: number;
   /** Open sessions per principal across every instance; 0 = no limit. In `--log grpc://` mode the service's own setting applies. */
   readonly maxSessionsPerPrincipal: number;
-  readonly leaseTtlMs: number;
+  /** How often readers here probe the writers elsewhere they depend on (one probe per writer process). */
+  readonly writerCheckMs: number;
+  /** How long a writer may leave probes unanswered before its streams are taken over. */
+  readonly writerSilenceMs: number;
   readonly instanceId: string;
 }
 
@@ -69,8 +72,9 @@ export const FLAGS = [
   { flag: 'max-event-bytes', env: 'TETHER_MAX_EVENT_BYTES', help: 'largest upstream SSE event recorded', fallback: '1048576' },
   { flag: 'max-streams-per-session', env: 'TETHER_MAX_STREAMS_PER_SESSION', help: 'open SSE streams per session on one instance', fallback: '32' },
   { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit; anonymous callers share one; --log grpc:// uses the service\'s)', fallback: '0' },
-  { flag: 'lease-ttl', env: 'TETHER_LEASE_TTL', help: 'writer lease lifetime; renewed at a third of it (ms, or 10s)', fallback: '10s' },
-  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in leases and logs (default random)', fallback: '' },
+  { flag: 'writer-check', env: 'TETHER_WRITER_CHECK', help: 'how often readers here probe each writer instance they depend on (ms, or 1s)', fallback: '500' },
+  { flag: 'writer-silence', env: 'TETHER_WRITER_SILENCE', help: 'how long a writer instance may leave probes unanswered before its streams are taken over (ms, or 3s)', fallback: '3s' },
+  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs (default random)', fallback: '' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -101,6 +105,7 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): GatewayConfig {
+  refuseRetired(argv, env);
   const { raw } = readSettings(argv, env, readFile, FLAGS, FLAG_OPTIONS);
 
   const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
@@ -143,9 +148,29 @@ export function parseConfig(
     maxEventBytes: int('max-event-bytes', raw('max-event-bytes'), 1_024, 16 * 1024 * 1024),
     maxStreamsPerSession: int('max-streams-per-session', raw('max-streams-per-session'), 1, 10_000),
     maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, MAX_SESSIONS_PER_PRINCIPAL),
-    leaseTtlMs: duration('lease-ttl', raw('lease-ttl'), 1_000),
+    writerCheckMs: duration('writer-check', raw('writer-check'), 50),
+    writerSilenceMs: duration('writer-silence', raw('writer-silence'), 500),
     instanceId,
   };
+}
+
+/**
+ * Flags that no longer exist, refused with what replaced them (a config
+ * that set them expects behaviour the gateway no longer has).
+ */
+const RETIRED = [
+  {
+    flag: 'lease-ttl',
+    env: 'TETHER_LEASE_TTL',
+    why: 'writers are no longer leased per stream: liveness is per instance, and a dead writer is taken over at once (docs/design.md section 6); remove it, or see --writer-check and --writer-silence',
+  },
+] as const;
+
+function refuseRetired(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
+  for (const { flag, env: name, why } of RETIRED) {
+    if (argv.some((a) => a === `--${flag}` || a.startsWith(`--${flag}=`))) throw new ConfigError(`--${flag} was removed: ${why}`);
+    if (env[name] !== undefined) throw new ConfigError(`${name} was removed: ${why}`);
+  }
 }
 
 /** The effective configuration as JSON, secrets masked: what `--print-config` shows. */

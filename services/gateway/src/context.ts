@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
 import type { LocalRegistry } from './streams/local-registry.js';
+import type { WriterWatch } from './streams/writer-watch.js';
 import type { UpstreamPicker } from './upstream.js';
 
 /** What every handler needs; built once per gateway. */
@@ -12,6 +13,13 @@ export interface GatewayContext {
   readonly log: LogPort;
   readonly logger: Logger;
   readonly local: LocalRegistry;
+  /**
+   * This process's writer id (random per start): stamped on every event it
+   * appends, and the presence other instances probe (DESIGN section 6).
+   */
+  readonly writerId: string;
+  /** Liveness of the writers elsewhere that this instance's readers depend on. */
+  readonly writers: WriterWatch;
   readonly pickers: ReadonlyMap<string, UpstreamPicker>;
   /** True once SIGTERM started a drain: new work is refused with 503. */
   readonly draining: () => boolean;

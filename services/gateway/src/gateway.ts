@@ -14,8 +14,10 @@ import { GatewayErrorCode, replyError } from './http/reply.js';
 import { originAllowed } from './http/request.js';
 import { startRequestSpan } from './http/tracing.js';
 import type { LogPort } from './log/log-port.js';
+import { newWriterId } from '@tether/session-log';
 import { LocalRegistry } from './streams/local-registry.js';
-import { UpstreamPicker } from './upstream.js';
+import { WriterWatch } from './streams/writer-watch.js';
+import { closeUpstreamPool, UpstreamPicker } from './upstream.js';
 
 export interface Gateway {
   readonly server: Server;
@@ -24,7 +26,8 @@ export interface Gateway {
   /**
    * SIGTERM drain (DESIGN section 9): refuse new work, end client streams
    * with a retry hint so clients resume on other instances, let POST pumps
-   * finish into the log until the timeout, hand leases over, then close.
+   * finish into the log until the timeout, let go of the rest (control
+   * `released`, then the presence goes), then close.
    */
   drain(): Promise<void>;
   /** Immediate stop (tests): aborts everything, closes the log. */
@@ -37,12 +40,24 @@ export interface Gateway {
  */
 export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger, metrics: TetherMetrics = createTetherMetrics()): Gateway {
   let draining = false;
-  const local = new LocalRegistry(log, logger.child({ component: 'registry' }), (delta) => metrics.sessionsOpen.add(delta));
+  const writerId = newWriterId();
+  const writers = new WriterWatch(writerId, (writer) => log.probeWriter(writer), config.writerCheckMs, config.writerSilenceMs, logger.child({ component: 'writers' }));
+  const local = new LocalRegistry(
+    log,
+    logger.child({ component: 'registry' }),
+    (delta) => metrics.sessionsOpen.add(delta),
+    (sessionId, stream) => writers.released(sessionId, stream),
+  );
+  // One subscription for the whole process: probes of our writer id are answered from the pumps we run.
+  const presence = log.holdPresence(writerId, (sessionId, stream) => local.writes(sessionId, stream));
+  logger.info({ instance: config.instanceId, writer: writerId }, 'writer presence held');
   const ctx: GatewayContext = {
     config,
     log,
     logger,
     local,
+    writerId,
+    writers,
     pickers: new Map(config.routes.map((r) => [r.path, new UpstreamPicker(r.upstreams)])),
     draining: () => draining,
     tracer: trace.getTracer('tether-gateway'),
@@ -111,8 +126,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
   });
 
   const stopWriters = async (timeoutMs: number): Promise<void> => {
-    // GET listeners stop at once: the next GET on another instance takes the
-    // lease and resumes the upstream from the last recorded id. POST pumps
+    // GET listeners stop at once: the next reader on another instance claims
+    // the stream and resumes the upstream from the last recorded id. POST pumps
     // may finish their streams until the timeout, including pumps that
     // started after the drain began (their POST was already waiting on the
     // upstream); whatever is left then is stopped and taken over elsewhere.
@@ -143,7 +158,12 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       server.close();
       for (const d of local.deliveries) d.abort.abort('drain');
       await stopWriters(config.drainTimeoutMs);
+      // Pumps are stopped and their streams released: from now on probes of
+      // this writer get "no responders" and every reader takes over at once.
+      await presence.close();
+      writers.close();
       server.closeAllConnections();
+      await closeUpstreamPool();
       await log.close();
       logger.info({}, 'drained');
     },
@@ -151,8 +171,11 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       draining = true;
       for (const d of local.deliveries) d.abort.abort('closed');
       await stopWriters(0);
+      await presence.close();
+      writers.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await closeUpstreamPool();
       await log.close();
     },
   };

@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeEventId } from '@tether/protocol';
-import { isSessionLogError } from '@tether/session-log';
+import { isSessionLogError, newWriterId } from '@tether/session-log';
 import type { ControlMessage, LogEvent, ResumeResult } from '@tether/session-log';
 import { startNatsServer, startServiceProcess } from '@tether/testing';
 import type { NatsServer, ServiceProcess } from '@tether/testing';
@@ -180,16 +180,28 @@ describe.each(modes)('LogPort: %s', (_mode, factory) => {
     expect(await following).toEqual([1, 2, 3]);
   });
 
-  it('leases: acquire, held by another, renew, lost, release', async () => {
+  it('presence: a held writer answers per stream, is gone once let go; a writer nobody holds is gone at once', async () => {
     const s = await log.createSession('p', {});
-    const a = await log.acquireLease(s.sessionId, '0', 'gw-a', 5_000);
-    const held = await log.acquireLease(s.sessionId, '0', 'gw-b', 5_000).catch((e: unknown) => e);
-    expect(held).toMatchObject({ code: 'lease_held', fields: { holder: 'gw-a', detail: { expiresAtMs: a.expiresAtMs } } });
-    const renewed = await log.renewLease(a, 5_000);
-    expect(renewed.revision).toBeGreaterThan(a.revision);
-    expect(await codeOf(log.renewLease(a, 5_000))).toBe('lease_lost');
-    await log.releaseLease(renewed);
-    expect((await log.acquireLease(s.sessionId, '0', 'gw-b', 5_000)).owner).toBe('gw-b');
+    const writer = newWriterId();
+    const presence = log.holdPresence(writer, (sessionId, stream) => sessionId === s.sessionId && stream === '0');
+    // The service holds the subscription once it said so: wait for the first answer.
+    let state = await log.probeWriter(writer);
+    for (let i = 0; state !== 'writing' && i < 50; i += 1) {
+      await new Promise((r) => setTimeout(r, 20));
+      state = await log.probeWriter(writer);
+    }
+    expect(state).toBe('writing');
+    expect(await log.probeWriter(writer, s.sessionId, '0')).toBe('writing');
+    expect(await log.probeWriter(writer, s.sessionId, 'abcdefgh')).toBe('not_writing');
+    await presence.close();
+    let after = await log.probeWriter(writer);
+    for (let i = 0; after !== 'gone' && i < 50; i += 1) {
+      await new Promise((r) => setTimeout(r, 20));
+      after = await log.probeWriter(writer);
+    }
+    expect(after).toBe('gone');
+    expect(await log.probeWriter(newWriterId(), s.sessionId, '0')).toBe('gone');
+    expect(await codeOf(log.probeWriter('bad id!', s.sessionId, '0'))).toBe('invalid_argument');
   });
 
   it('control: watchers get published messages and the close, until aborted', async () => {

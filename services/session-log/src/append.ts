@@ -1,5 +1,5 @@
 import type { AppendBatchResult, AppendRequest, AppendResponse } from '@tether/cursor-proto';
-import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
+import { isWriterId, SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { AppendOptions, LogEvent, SessionLog, StreamWriter } from '@tether/session-log';
 import { countOf, endReasonOf, eventKindOf, sessionIdOf, streamIdOf, textOf } from './convert.js';
 import { CursorServiceError, invalid, ServiceErrorCode, toBatchError } from './errors.js';
@@ -114,13 +114,23 @@ export class Appender {
     if (tp !== undefined && tp !== '') options.traceparent = textOf('traceparent', tp, 512);
     const endReason = endReasonOf(req.endReason);
     if (kind === 'end' && endReason !== undefined) options.endReason = endReason;
+    if (req.writer !== undefined && req.writer !== '') {
+      if (!isWriterId(req.writer)) throw invalid('writer is malformed (expected 8 to 64 characters of A-Z, a-z, 0-9, _ and -)');
+      options.writer = req.writer;
+    }
     const expectedSeq = req.expectedSeq === undefined ? undefined : countOf('expected_seq', req.expectedSeq, 1, Number.MAX_SAFE_INTEGER);
     return { sessionId, stream, kind, payload: req.payload, options, expectedSeq };
   }
 
   async #appendNow(key: string, input: ValidAppend): Promise<AppendResponse> {
     const { kind, payload, options, expectedSeq } = input;
-    const writer = await this.#writer(key, input.sessionId, input.stream);
+    let writer = await this.#writer(key, input.sessionId, input.stream);
+    if (expectedSeq !== undefined && expectedSeq > writer.last.seq + 1) {
+      // This instance's writer may be behind (others appended through
+      // another instance): read the stream's end again before calling it a gap.
+      this.#writers.delete(key);
+      writer = await this.#writer(key, input.sessionId, input.stream);
+    }
     if (expectedSeq !== undefined) {
       // The writer is positioned where the log ends (or where this instance
       // last appended), so its last seq is what `expected_seq` is checked
@@ -213,8 +223,10 @@ interface ValidAppend {
   readonly expectedSeq: number | undefined;
 }
 
-/** A retry is the same event: kind, bytes and (for `end`) reason. */
+/** A retry is the same event: kind, bytes, writer and (for `end`) reason. */
 function sameEvent(stored: LogEvent, input: ValidAppend): boolean {
   if (stored.kind !== input.kind || Buffer.compare(Buffer.from(stored.payload), Buffer.from(input.payload)) !== 0) return false;
+  // Two writers claiming one stream send the same empty prime at the same seq: only the writer tells them apart.
+  if ((stored.writer ?? '') !== (input.options.writer ?? '')) return false;
   return input.kind !== 'end' || stored.endReason === (input.options.endReason ?? 'complete');
 }

@@ -26,6 +26,7 @@ export function toProtoEvent(event: LogEvent): Event {
     upstreamId: event.upstreamId,
     endReason: event.endReason === undefined ? ProtoEndReason.UNSPECIFIED : (endReasonFromSpelling(event.endReason) ?? 0),
     traceparent: event.traceparent,
+    writer: event.writer,
   };
 }
 

@@ -10,6 +10,7 @@ import { countOf, fromProtoLease, sessionIdOf, streamIdOf, textOf, toProtoEvent,
 import { invalid } from './errors.js';
 import { CallerScope, StreamLimiter } from './scope.js';
 import { SessionHandlers } from './sessions.js';
+import { holdPresenceHandler, probeWriterHandler } from './presence.js';
 import { followHandler, resumeHandler, watchControlHandler } from './streams.js';
 import { unary } from './unary.js';
 
@@ -89,11 +90,14 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
       return { lease: holder === undefined ? undefined : toProtoLease(holder) };
     }),
 
+    holdPresence: holdPresenceHandler({ log, auth, limiter, logger, metrics: options.metrics }),
+    probeWriter: unary(auth, logger, 'ProbeWriter', (req, ctx) => probeWriterHandler(log, scope, req, ctx.caller)),
+
     publishControl: unary(auth, logger, 'PublishControl', async (req, ctx) => {
       const message = req.message;
       if (message === undefined) throw invalid('message is required');
       const type = controlTypeSpelling(message.type);
-      if (type === undefined) throw invalid(`message.type must be CLOSED, SUPERSEDED or DRAIN, got ${message.type}`);
+      if (type === undefined) throw invalid(`message.type must be CLOSED, SUPERSEDED, DRAIN or RELEASED, got ${message.type}`);
       const sessionId = sessionIdOf(message.sessionId);
       await scope.check(sessionId, ctx.caller);
       const control: ControlMessage = {

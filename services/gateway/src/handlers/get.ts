@@ -10,6 +10,7 @@ import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, replyRefusal, unknownSession } from '../http/reply.js';
 import { header, principalOf } from '../http/request.js';
 import { ensureListener } from '../streams/standalone.js';
+import type { ListenerResult } from '../streams/standalone.js';
 import { takeOverIfOrphaned } from '../streams/takeover.js';
 import { serveFromLog } from './serve-stream.js';
 
@@ -43,9 +44,10 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
   // Opened before the head is read: whatever is stored after the head reaches it live, no replay needed.
   const reader = ctx.log.openReader(session, '0');
   let head;
+  let listener: ListenerResult;
   try {
-    const listener = await ensureListener(ctx, session, protocolVersion);
-    if (listener === 'unsupported') {
+    listener = await ensureListener(ctx, session, protocolVersion);
+    if (listener.state === 'unsupported') {
       reader.close();
       return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
     }
@@ -63,24 +65,30 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),
     token,
-    ensureWriter: () => ensureListener(ctx, session, protocolVersion),
+    writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, protocolVersion)).writer },
   });
 }
 
 /** DESIGN section 7 on any instance; an unrecoverable cursor terminates the session and answers 404. */
 async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, sessionId: string, lastEventId: string, principal: string): Promise<void> {
   let result: ResumeResult;
+  let writer: string | undefined;
   try {
     result = await ctx.log.resume(sessionId, lastEventId, principal);
     if (result.verdict === 'resumed' && result.session.meta[Meta.route] !== route.path) {
       return replyRefusal(res, 404, ResumeVerdict.unknownSession, 'the session is unknown, closed, or not yours');
     }
     if (result.verdict === 'resumed' && !result.endedAtCursor) {
-      // The stream may have lost its writer: take over before serving, so a
-      // stream that cannot continue is refused now rather than hanging.
+      // The stream may have lost its writer: take over before serving, so
+      // the client's next event comes within a round trip of the takeover.
+      // A stream that cannot continue is ended by it with a JSON-RPC error
+      // per request it owed; this resume then delivers those (they follow
+      // its cursor), and only a later one is refused `abandoned`.
       const protocolVersion = header(req, HttpHeader.protocolVersion) ?? result.session.meta[Meta.protocolVersion];
-      const takeover = result.stream === '0' ? await ensureListener(ctx, result.session, protocolVersion) : await takeOverIfOrphaned(ctx, result.session, result.stream, protocolVersion);
-      if (takeover === 'abandoned') result = await ctx.log.resume(sessionId, lastEventId, principal);
+      writer =
+        result.stream === '0'
+          ? (await ensureListener(ctx, result.session, protocolVersion)).writer
+          : (await takeOverIfOrphaned(ctx, result.session, result.stream, protocolVersion)).writer;
     }
   } catch (err) {
     // Closed while we classified or took over: still a verdict on the cursor, not a bare 404.
@@ -125,7 +133,10 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     // The SDK client forgets a cursor it did not see on this very response:
     // priming with the cursor itself keeps it, even if we end before the next event.
     primeId: lastEventId,
-    ensureWriter: () =>
-      accepted.stream === '0' ? ensureListener(ctx, accepted.session, protocolVersion) : takeOverIfOrphaned(ctx, accepted.session, accepted.stream, protocolVersion),
+    writer: {
+      current: writer,
+      recheck: async () =>
+        accepted.stream === '0' ? (await ensureListener(ctx, accepted.session, protocolVersion)).writer : (await takeOverIfOrphaned(ctx, accepted.session, accepted.stream, protocolVersion)).writer,
+    },
   });
 }

@@ -6,6 +6,7 @@ import type { Cursor, FollowStats, LogEvent, StreamReader } from '@tether/sessio
 import { linkToTraceparent } from '@tether/telemetry';
 import type { GatewayContext } from '../context.js';
 import { deliver, endWithRetry } from '../streams/deliver.js';
+import type { Recheck } from '../streams/writer-watch.js';
 
 export interface ServeOptions {
   readonly sessionId: string;
@@ -24,12 +25,13 @@ export interface ServeOptions {
   /** For GET streams: the token that a newer GET's `superseded` message names. */
   readonly token?: string;
   /**
-   * Called every lease lifetime while the client is served: makes sure the
-   * stream still has a live writer, taking it over when the old one died
-   * (its lease lapsed). Without it a reader of an orphaned stream would wait
-   * until its client reconnected.
+   * For a stream that is still being written: its writer now (undefined
+   * when not known yet: the first event read names it), and what to do when
+   * that writer is found gone or lets the stream go (take it over, and
+   * return the new writer). The instance's `WriterWatch` calls it; without
+   * it a reader of an orphaned stream would wait until its client reconnected.
    */
-  readonly ensureWriter?: () => Promise<unknown>;
+  readonly writer?: { readonly current: string | undefined; readonly recheck: Recheck };
 }
 
 /** Serves one client from the log until the stream ends, the client leaves, or the instance drains. */
@@ -43,14 +45,8 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     token: options.token ?? randomBytes(8).toString('hex'),
     abort,
   });
-  const watchdog =
-    options.ensureWriter === undefined
-      ? undefined
-      : setInterval(() => {
-          if (!ctx.local.claimWriterCheck(options.sessionId, options.stream, ctx.config.leaseTtlMs / 2)) return;
-          options.ensureWriter?.().catch((err: unknown) => ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, err: (err as Error).message }, 'writer check failed'));
-        }, ctx.config.leaseTtlMs);
-  watchdog?.unref();
+  // Not known yet: registered under our own id (never probed) until the first event names the writer.
+  const watch = options.writer === undefined ? undefined : ctx.writers.follow(options.writer.current ?? ctx.writerId, options.sessionId, options.stream, options.writer.recheck);
   const stats = createFollowStats();
   // Counted here too: in gRPC mode the log's own follow stats stay on the service.
   const replayed = { events: 0 };
@@ -61,7 +57,8 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       options.events?.(abort.signal, stats) ??
       options.reader?.follow(options.from, { signal: abort.signal, stats }) ??
       ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
-    const events = replaySpan === undefined ? source : linkFirst(source, replaySpan, replayed);
+    const tracked = watch === undefined ? source : trackWriter(source, watch);
+    const events = replaySpan === undefined ? tracked : linkFirst(tracked, replaySpan, replayed);
     const result = await deliver(res, events, {
       headers: options.headers,
       priming: options.priming,
@@ -93,11 +90,19 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       ctx.metrics.streamLag.record(stats.fromLog);
       replaySpan.end();
     }
-    clearInterval(watchdog);
+    watch?.stop();
     options.reader?.close();
     res.off('close', onClose);
     unregister();
     void req;
+  }
+}
+
+/** Passes events through, telling the writer watch whenever the stream's writer changes (a takeover's claim names the new one). */
+async function* trackWriter(events: AsyncIterable<LogEvent>, watch: { moved(writer: string): void }): AsyncGenerator<LogEvent> {
+  for await (const event of events) {
+    if (event.writer !== undefined) watch.moved(event.writer);
+    yield event;
   }
 }
 

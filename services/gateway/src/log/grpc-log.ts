@@ -2,10 +2,11 @@ import { InterceptingCall, Metadata, status } from '@grpc/grpc-js';
 import type { ClientReadableStream, Interceptor } from '@grpc/grpc-js';
 import { callUnary, controlTypeFromSpelling, controlTypeSpelling, createCursorClient, readCallFailure, resumeVerdictSpelling } from '@tether/cursor-proto';
 import { endReasonFromSpelling, endReasonSpelling, eventKindFromSpelling, eventKindSpelling } from '@tether/cursor-proto';
-import type { CursorClientTls, CursorServiceClient, Event, Lease as WireLease, ResumeResponse, Session } from '@tether/cursor-proto';
+import { WriterState as WireWriterState } from '@tether/cursor-proto';
+import type { CursorClientTls, CursorServiceClient, Event, ResumeResponse, Session } from '@tether/cursor-proto';
 import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
-import type { Cursor, Lease, LogEvent, Refusal, SessionLogErrorFields, SessionRecord } from '@tether/session-log';
+import type { Cursor, LogEvent, Refusal, SessionLogErrorFields, SessionRecord, WriterState, WritesStream } from '@tether/session-log';
 import { traceparentOf } from '@tether/telemetry';
 import type { LogPort } from './log-port.js';
 
@@ -93,7 +94,10 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       const key = `${sessionId}.${stream}`;
       const run = (queues.get(key) ?? Promise.resolve()).then(async () => {
         // A stream this call opens is empty: no Head round trip to learn that.
-        const expectedSeq = (lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq ?? 0)) + 1;
+        // A claim follows exactly the head it found orphaned, never a cached position.
+        if (appendOptions.claim !== undefined) lastSeq.delete(key);
+        const known = appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq);
+        const expectedSeq = (known ?? 0) + 1;
         const request = {
           sessionId,
           stream,
@@ -103,6 +107,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
           endReason: appendOptions.endReason === undefined ? 0 : (endReasonFromSpelling(appendOptions.endReason) ?? 0),
           traceparent: appendOptions.traceparent,
           expectedSeq,
+          writer: appendOptions.writer,
         };
         for (let attempt = 1; ; attempt += 1) {
           try {
@@ -184,9 +189,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       close: () => undefined,
     }),
 
-    acquireLease: async (sessionId, stream, owner, ttlMs) => toLease((await call(client.acquireLease, { sessionId, stream, owner, ttlMs })).lease),
-    renewLease: async (lease, ttlMs) => toLease((await call(client.renewLease, { lease: { ...lease }, ttlMs })).lease),
-    releaseLease: async (lease) => void (await call(client.releaseLease, { lease: { ...lease } })),
+    holdPresence: (writerId, writes) => holdPresenceOver(client, writerId, writes),
+    probeWriter: async (writer, sessionId, stream) => writerStateOf((await call(client.probeWriter, { writer, sessionId, stream })).state),
 
     publishControl(message) {
       const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };
@@ -313,12 +317,63 @@ function toLogEvent(sessionId: string, event: Event): LogEvent {
   const id = decodeEventId(event.id);
   const kind = eventKindSpelling(event.kind);
   if (!id.ok || kind === undefined) throw new SessionLogError(SessionLogErrorCode.streamDiverged, 'the session-log service sent a malformed event', { sessionId, pos: event.pos });
-  const { id: text, stream, seq, pos, prev, payload, upstreamId, traceparent } = event;
+  const { id: text, stream, seq, pos, prev, payload, upstreamId, traceparent, writer } = event;
   const bytes = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
-  return { id: text, sessionId, stream, epoch: id.value.epoch, seq, pos, prev, kind, payload: bytes, upstreamId, endReason: endReasonSpelling(event.endReason), traceparent };
+  return { id: text, sessionId, stream, epoch: id.value.epoch, seq, pos, prev, kind, payload: bytes, upstreamId, endReason: endReasonSpelling(event.endReason), traceparent, writer };
 }
 
-function toLease(lease: WireLease | undefined): Lease {
-  if (lease === undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, 'the session-log service answered without a lease');
-  return { ...lease };
+const WRITER_STATES: ReadonlyMap<number, WriterState> = new Map([
+  [WireWriterState.WRITING, 'writing'],
+  [WireWriterState.NOT_WRITING, 'not_writing'],
+  [WireWriterState.GONE, 'gone'],
+  [WireWriterState.SILENT, 'silent'],
+]);
+
+/** An unknown state is silence: never a reason to take a stream over at once. */
+function writerStateOf(state: number): WriterState {
+  return WRITER_STATES.get(state) ?? 'silent';
+}
+
+/**
+ * Holds the writer's presence through the service: one HoldPresence call,
+ * answering each question from `writes`. A broken call (the service
+ * restarted) is opened again with backoff; meanwhile probes of this
+ * writer get GONE and other instances may take its streams over, which
+ * the log's fencing turns into a `writer_conflict` here, never two writers.
+ */
+function holdPresenceOver(client: CursorServiceClient, writerId: string, writes: WritesStream): { close(): Promise<void> } {
+  let closed = false;
+  let current: ReturnType<CursorServiceClient['holdPresence']> | undefined;
+  const run = async (): Promise<void> => {
+    for (let failures = 0; !closed; ) {
+      const call = client.holdPresence();
+      current = call;
+      const ended = new Promise<void>((resolve) => {
+        call.on('data', (question: { question: number; sessionId: string; stream: string }) => {
+          failures = 0;
+          if (question.question === 0) return;
+          void Promise.resolve()
+            .then(() => writes(question.sessionId, question.stream))
+            .then(
+              (writing) => call.write({ question: question.question, writing }),
+              () => undefined,
+            );
+        });
+        call.on('error', () => resolve());
+        call.on('end', () => resolve());
+      });
+      call.write({ writer: writerId, question: 0, writing: false });
+      await ended;
+      if (closed) return;
+      failures += 1;
+      await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** failures, 2_000)).unref());
+    }
+  };
+  void run();
+  return {
+    async close() {
+      closed = true;
+      current?.cancel();
+    },
+  };
 }

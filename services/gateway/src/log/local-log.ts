@@ -2,6 +2,9 @@ import { SessionLog } from '@tether/session-log';
 import type { CreateSessionLogOptions } from '@tether/session-log';
 import type { LogPort } from './log-port.js';
 
+/** How long a probed writer has to answer before it counts as silent. */
+const PROBE_TIMEOUT_MS = 500;
+
 /** The log in-process: the gateway talks to JetStream directly (no gRPC hop on the hot path). */
 export async function createLocalLog(options: CreateSessionLogOptions): Promise<LogPort> {
   const log = await SessionLog.create(options);
@@ -20,9 +23,8 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     resume: (sessionId, lastEventId, principal) => log.resume(sessionId, lastEventId, principal),
     follow: (sessionId, stream, from, followOptions) => log.follow(sessionId, stream, from, followOptions),
     openReader: (session, stream) => log.openReader(session, stream),
-    acquireLease: (sessionId, stream, owner, ttlMs) => log.leases.acquire(sessionId, stream, owner, ttlMs),
-    renewLease: (lease, ttlMs) => log.leases.renew(lease, ttlMs),
-    releaseLease: (lease) => log.leases.release(lease),
+    holdPresence: (writerId, writes) => log.holdPresence(writerId, writes),
+    probeWriter: (writerId, sessionId, stream) => log.probeWriter(writerId, PROBE_TIMEOUT_MS, sessionId, stream),
     publishControl: (message) => log.publishControl(message),
     watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,

@@ -5,12 +5,13 @@ import type {
   ControlMessage,
   Cursor,
   FollowOptions,
-  Lease,
   LogEvent,
   ResumeResult,
   ServerReport,
   SessionRecord,
   StreamReader,
+  WriterState,
+  WritesStream,
 } from '@tether/session-log';
 
 /**
@@ -56,9 +57,14 @@ export interface LogPort {
    */
   openReader(session: SessionRecord, stream: string): StreamReader;
 
-  acquireLease(sessionId: string, stream: string, owner: string, ttlMs: number): Promise<Lease>;
-  renewLease(lease: Lease, ttlMs: number): Promise<Lease>;
-  releaseLease(lease: Lease): Promise<void>;
+  /**
+   * Holds this process's writer presence (`writerId`) until `close()`:
+   * probes of it are answered from `writes`. In-process one NATS
+   * subscription; over gRPC one HoldPresence call, opened again if it breaks.
+   */
+  holdPresence(writerId: string, writes: WritesStream): { close(): Promise<void> };
+  /** Whether a writer still writes a stream (without one: whether it lives). */
+  probeWriter(writerId: string, sessionId?: string, stream?: string): Promise<WriterState>;
 
   /** Fire-and-forget control message to every instance following the session. */
   publishControl(message: ControlMessage): void;

@@ -28,14 +28,16 @@ export class LocalRegistry {
   readonly #deliveries = new Map<string, Set<LocalDelivery>>();
   readonly #writers = new Map<string, LocalWriter>();
   readonly #watches = new Map<string, AbortController>();
-  /** When each stream's writer was last checked, so many readers of one stream cost one check. */
-  readonly #writerChecks = new Map<string, number>();
+  /** Streams this instance has claimed and is about to pump (the upstream is being opened). */
+  readonly #claimed = new Set<string>();
 
   constructor(
     private readonly log: LogPort,
     private readonly logger: Logger,
     /** +1 when this instance starts serving a session, -1 when it stops (metrics). */
     private readonly onSessionsChanged: (delta: number) => void = () => undefined,
+    /** A writer let a stream of a session go without its end (control `released`). */
+    private readonly onReleased: (sessionId: string, stream: string) => void = () => undefined,
   ) {}
 
   deliveriesOf(sessionId: string): number {
@@ -63,22 +65,24 @@ export class LocalRegistry {
     };
   }
 
-  /**
-   * True when this instance has not checked the stream's writer within
-   * `intervalMs`; records the check. Coalesces the watchdogs of many readers.
-   */
-  claimWriterCheck(sessionId: string, stream: string, intervalMs: number): boolean {
-    const key = `${sessionId}.${stream}`;
-    const now = Date.now();
-    const last = this.#writerChecks.get(key);
-    if (last !== undefined && now - last < intervalMs) return false;
-    this.#writerChecks.set(key, now);
-    if (this.#writerChecks.size > 100_000) this.#writerChecks.delete(this.#writerChecks.keys().next().value as string);
-    return true;
-  }
-
   writer(sessionId: string, stream: string): LocalWriter | undefined {
     return this.#writers.get(`${sessionId}.${stream}`);
+  }
+
+  /**
+   * What this instance's presence answers for a stream: true while a pump
+   * here writes it, or while a claim of it is being turned into one.
+   */
+  writes(sessionId: string, stream: string): boolean {
+    const key = `${sessionId}.${stream}`;
+    return this.#writers.has(key) || this.#claimed.has(key);
+  }
+
+  /** Marks a claimed stream as written here until its pump is registered (or the claim is given up); returns the release. */
+  holdClaim(sessionId: string, stream: string): () => void {
+    const key = `${sessionId}.${stream}`;
+    this.#claimed.add(key);
+    return () => this.#claimed.delete(key);
   }
 
   addWriter(w: LocalWriter): void {
@@ -119,6 +123,7 @@ export class LocalRegistry {
       try {
         for await (const message of this.log.watchControl(sessionId, controller.signal)) {
           if (message.type === 'closed') this.endSession(sessionId);
+          else if (message.type === 'released' && message.stream !== undefined) this.onReleased(sessionId, message.stream);
           else if (message.type === 'superseded' && message.stream === '0' && message.from !== undefined) this.supersede(sessionId, message.from);
         }
       } catch (err) {
@@ -129,7 +134,6 @@ export class LocalRegistry {
 
   #unwatchIfIdle(sessionId: string): void {
     if (this.#deliveries.has(sessionId)) return;
-    for (const key of this.#writerChecks.keys()) if (key.startsWith(`${sessionId}.`)) this.#writerChecks.delete(key);
     for (const w of this.#writers.values()) if (w.sessionId === sessionId) return;
     const watch = this.#watches.get(sessionId);
     if (watch === undefined) return;

@@ -12,6 +12,8 @@ export interface PumpOptions {
   readonly logger: Logger;
   readonly sessionId: string;
   readonly stream: string;
+  /** This instance's writer id, stamped on every event (`Tether-Writer`). */
+  readonly writer: string;
   /** JSON-encoded ids of the requests whose responses this stream must carry (empty for the GET stream). */
   readonly outstanding: Set<string>;
   /** The upstream's SSE body. */
@@ -20,7 +22,7 @@ export interface PumpOptions {
   readonly lastUpstreamId: string | undefined;
   /** Nested resume: a new body continuing after `lastUpstreamId`, or undefined when the upstream cannot. */
   readonly reopen: (lastUpstreamId: string) => Promise<AsyncIterable<Uint8Array> | undefined>;
-  /** Aborted by drain, session close or lease loss (reason 'stopped'), or the deadline (reason 'deadline'). */
+  /** Aborted by drain or session close (reason 'stopped'), or the deadline (reason 'deadline'). */
   readonly signal: AbortSignal;
   readonly maxEventBytes: number;
   /** The GET stream never completes: when the upstream ends it, reopen. */
@@ -42,7 +44,8 @@ const REOPEN_ATTEMPTS = 3;
  * client that the log does not hold). It never depends on a client being
  * connected: it runs until the upstream completes, the deadline passes, or
  * it is stopped. A POST stream always ends with an `end` marker unless the
- * log itself failed (then its lease lapses and another instance takes over).
+ * log itself failed or it was stopped (then another instance takes it over:
+ * this one's presence stops answering "writing" for it).
  */
 export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
   const { log, sessionId, stream, outstanding, signal } = options;
@@ -56,7 +59,7 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       try {
         const startedAt = performance.now();
         // A pump always writes after the stream's opening prime: it is never empty.
-        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, existing: true, retry: attempt > 1 });
+        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, writer: options.writer, existing: true, retry: attempt > 1 });
         options.onAppend?.(performance.now() - startedAt);
         if (options.counters !== undefined) options.counters.appended += 1;
         return;
@@ -127,7 +130,7 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       }
       if (body === undefined && !options.endless) return await finish('abandoned');
     }
-    // Stopped (drain, lease lost) right after the last owed response was
+    // Stopped (drain, session close) right after the last owed response was
     // recorded: the stream is whole, so say so now; left without its end, a
     // takeover elsewhere would have to work that out from the log.
     if (!options.endless && outstanding.size === 0) return await finish('complete');

@@ -1,34 +1,55 @@
 import { HttpHeader } from '@tether/protocol';
-import { isSessionLogError } from '@tether/session-log';
-import type { SessionRecord } from '@tether/session-log';
+import type { LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import { openUpstreamStream } from '../upstream-stream.js';
 import type { UpstreamStream } from '../upstream-stream.js';
-import { keepLease } from './lease-keeper.js';
 import { pumpStream } from './pump.js';
-import { reopenUpstream } from './post-stream.js';
+import { releaseIfUnfinished, reopenUpstream } from './post-stream.js';
+import { claimStream, findWriter, once } from './writer-claim.js';
 
 export type ListenerState = 'running_here' | 'running_elsewhere' | 'unsupported' | 'failed';
 
+/** The listener's state, and who writes stream `0` now (for the reader's liveness watch). */
+export interface ListenerResult {
+  readonly state: ListenerState;
+  readonly writer?: string;
+}
+
 /**
  * Makes sure exactly one instance holds the upstream GET of a session and
- * records it into stream `0`. The lease decides who; the holder opens the
- * upstream GET (a nested resume from the last recorded upstream id, when a
- * previous holder died) and keeps it until the session closes, the lease is
- * lost, or this instance drains. Readers on every instance follow the log.
+ * records it into stream `0`. The log decides who: an instance that finds
+ * the stream's writer gone (or never claimed, on a session's first GET)
+ * claims it with an append that must follow the head it found. The holder
+ * opens the upstream GET (a nested resume from the last recorded upstream
+ * id, when a previous holder died) and keeps it until the session closes,
+ * another writer shows up in the log, or this instance drains. Readers on
+ * every instance follow the log.
  */
-export async function ensureListener(ctx: GatewayContext, session: SessionRecord, protocolVersion: string | undefined): Promise<ListenerState> {
+export function ensureListener(ctx: GatewayContext, session: SessionRecord, protocolVersion: string | undefined): Promise<ListenerResult> {
+  return once(inflight, `${ctx.writerId}.${session.sessionId}`, () => startListener(ctx, session, protocolVersion));
+}
+
+const inflight = new Map<string, Promise<ListenerResult>>();
+
+async function startListener(ctx: GatewayContext, session: SessionRecord, protocolVersion: string | undefined): Promise<ListenerResult> {
   const { sessionId } = session;
-  if (ctx.local.writer(sessionId, '0') !== undefined) return 'running_here';
-  let lease;
+  const found = await findWriter(ctx, sessionId, '0');
+  if (found.kind === 'here') return { state: 'running_here', writer: ctx.writerId };
+  if (found.kind === 'elsewhere') return { state: 'running_elsewhere', writer: found.writer };
+  if (found.kind === 'ended') return { state: 'failed' };
+  const { head } = found;
+  const claimed = await claimStream(ctx, sessionId, '0', head);
+  if (claimed === undefined) return { state: 'running_elsewhere' };
   try {
-    lease = await ctx.log.acquireLease(sessionId, '0', ctx.config.instanceId, ctx.config.leaseTtlMs);
-  } catch (err) {
-    if (isSessionLogError(err, 'lease_held')) return 'running_elsewhere';
-    throw err;
+    return await listen(ctx, session, head, protocolVersion);
+  } finally {
+    claimed();
   }
-  const head = await ctx.log.head(sessionId, '0');
+}
+
+async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEvent | undefined, protocolVersion: string | undefined): Promise<ListenerResult> {
+  const { sessionId } = session;
   // A head with an upstream cursor means an earlier holder recorded this stream: we take over from it.
   if (head?.upstreamId !== undefined) ctx.metrics.leaseTakeovers.add(1, { stream: 'get' });
   const abort = new AbortController();
@@ -41,25 +62,23 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
   try {
     answer = await openUpstreamStream(session.meta[Meta.upstream]!, headers, abort.signal, ctx.metrics.upstreamErrors);
   } catch {
-    await ctx.log.releaseLease(lease).catch(() => undefined);
-    return 'failed';
+    return { state: 'failed' };
   }
   if (answer.status !== 200 || !answer.eventStream) {
     answer.close();
-    await ctx.log.releaseLease(lease).catch(() => undefined);
     if (answer.status === 404) {
       await ctx.log.closeSession(sessionId, ctx.config.instanceId).catch(() => false);
-      return 'failed';
+      return { state: 'failed' };
     }
-    return answer.status === 405 ? 'unsupported' : 'failed';
+    return { state: answer.status === 405 ? 'unsupported' : 'failed' };
   }
   const logger = ctx.logger.child({ component: 'listener', sessionId, stream: '0' });
-  const keeper = keepLease(ctx.log, lease, ctx.config.leaseTtlMs, () => abort.abort('stopped'));
   const done = pumpStream({
     log: ctx.log,
     logger,
     sessionId,
     stream: '0',
+    writer: ctx.writerId,
     outstanding: new Set(),
     body: answer.body,
     lastUpstreamId: head?.upstreamId,
@@ -68,12 +87,12 @@ export async function ensureListener(ctx: GatewayContext, session: SessionRecord
     maxEventBytes: ctx.config.maxEventBytes,
     endless: true,
     onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
-  }).then(async (outcome) => {
-    await keeper.release();
+  }).then((outcome) => {
     logger.info({ outcome }, 'upstream GET stream ended');
     return outcome;
   });
   ctx.local.addWriter({ sessionId, stream: '0', abort, done });
+  void done.then((outcome) => releaseIfUnfinished(ctx, sessionId, '0', outcome));
   logger.info({ resumedFrom: head?.upstreamId ?? null }, 'holding the upstream GET stream');
-  return 'running_here';
+  return { state: 'running_here', writer: ctx.writerId };
 }

@@ -4,57 +4,70 @@ import type { GatewayContext } from '../context.js';
 import { reopenUpstream, runPump } from './post-stream.js';
 import { responseIds } from './pump.js';
 import type { StreamOpening } from './post-stream.js';
+import { claimStream, findWriter, once } from './writer-claim.js';
 
 /** Events read per page while working out what an orphaned stream still owes. */
 const TAKEOVER_PAGE = 256;
 
+/** What a takeover check ended with, and the stream's writer afterwards (for the reader's liveness watch). */
+export interface TakeoverResult {
+  readonly outcome: 'writer_alive' | 'ended' | 'resumed_upstream' | 'abandoned';
+  readonly writer?: string;
+}
+
 /**
- * A client resumes a POST stream that is still open. If its writer is alive
- * (here or elsewhere, it holds the lease) there is nothing to do. If the
- * writer died, this instance takes the lease and performs the nested resume:
- * GET to the upstream with the last recorded upstream event id. When the
- * upstream cannot resume, the stream is ended as `abandoned`, with a
- * JSON-RPC error for each request it still owed. A stream whose responses
- * are all recorded is ended `complete` without asking the upstream.
+ * A client resumes a POST stream that is still open. If its writer lives
+ * (a pump here, or a writer elsewhere that answers its liveness probe)
+ * there is nothing to do. If it is gone, this instance claims the stream in
+ * the log and performs the nested resume: GET to the upstream with the last
+ * recorded upstream event id. When the upstream cannot resume, the stream is
+ * ended as `abandoned`, with a JSON-RPC error for each request it still
+ * owed. A stream whose responses are all recorded is ended `complete`
+ * without asking the upstream.
  */
-export async function takeOverIfOrphaned(
-  ctx: GatewayContext,
-  session: SessionRecord,
-  stream: string,
-  protocolVersion: string | undefined,
-): Promise<'writer_alive' | 'ended' | 'resumed_upstream' | 'abandoned'> {
+export function takeOverIfOrphaned(ctx: GatewayContext, session: SessionRecord, stream: string, protocolVersion: string | undefined): Promise<TakeoverResult> {
+  return once(inflight, `${ctx.writerId}.${session.sessionId}.${stream}`, () => takeOver(ctx, session, stream, protocolVersion));
+}
+
+const inflight = new Map<string, Promise<TakeoverResult>>();
+
+async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: string, protocolVersion: string | undefined): Promise<TakeoverResult> {
   const { sessionId } = session;
-  if (ctx.local.writer(sessionId, stream) !== undefined) return 'writer_alive';
-  const head = await ctx.log.head(sessionId, stream);
-  if (head === undefined || head.kind === 'end') return 'ended';
-  let lease;
-  try {
-    lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
-  } catch (err) {
-    if (isSessionLogError(err, 'lease_held')) return 'writer_alive';
-    throw err;
-  }
-  ctx.metrics.leaseTakeovers.add(1, { stream: 'post' });
+  const found = await findWriter(ctx, sessionId, stream);
+  if (found.kind === 'here') return { outcome: 'writer_alive', writer: ctx.writerId };
+  if (found.kind === 'elsewhere') return { outcome: 'writer_alive', writer: found.writer };
+  if (found.kind === 'ended' || found.head === undefined) return { outcome: 'ended' };
+  const { head } = found;
   const outstanding = await owedRequests(ctx, sessionId, stream, head.seq);
   if (outstanding.size === 0) {
     // The dead writer recorded every response but not the end marker (killed
-    // between the two appends): the stream is complete, not abandoned.
+    // between the two appends): the stream is complete, not abandoned. The
+    // end itself is the claim: it must follow the head we found.
     try {
-      await ctx.log.append(sessionId, stream, 'end', new Uint8Array(), { endReason: 'complete' });
-    } finally {
-      await ctx.log.releaseLease(lease).catch(() => undefined);
+      await ctx.log.append(sessionId, stream, 'end', new Uint8Array(), { endReason: 'complete', claim: { afterSeq: head.seq }, writer: ctx.writerId, existing: true });
+    } catch (err) {
+      if (isSessionLogError(err, 'writer_conflict') || isSessionLogError(err, 'stream_ended')) return { outcome: 'writer_alive' };
+      throw err;
     }
     ctx.logger.info({ sessionId, stream }, 'took over an orphaned stream that owed nothing: ended it complete');
-    return 'ended';
+    return { outcome: 'ended' };
   }
+  const claimed = await claimStream(ctx, sessionId, stream, head);
+  if (claimed === undefined) return { outcome: 'writer_alive' };
+  ctx.metrics.leaseTakeovers.add(1, { stream: 'post' });
   const abort = new AbortController();
-  const body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, protocolVersion, abort.signal).catch(() => undefined);
-  ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
-  // With no body the pump records the explicit abandonment and returns;
-  // wait for it then, so the resume that got us here sees the verdict.
-  runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, lease, protocolVersion);
+  let body: AsyncIterable<Uint8Array> | undefined;
+  try {
+    body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, protocolVersion, abort.signal).catch(() => undefined);
+    ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
+    // With no body the pump records the explicit abandonment and returns;
+    // wait for it then, so the resume that got us here sees the verdict.
+    runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, protocolVersion);
+  } finally {
+    claimed();
+  }
   if (body === undefined) await ctx.local.writer(sessionId, stream)?.done;
-  return body === undefined ? 'abandoned' : 'resumed_upstream';
+  return { outcome: body === undefined ? 'abandoned' : 'resumed_upstream', writer: ctx.writerId };
 }
 
 /**

@@ -97,7 +97,8 @@ describe('the GET stream', () => {
     const firstMessages = first.messages;
     const prime = (await firstMessages.next()).value;
     expect(prime).toMatchObject({ data: '', retryMs: 1000 });
-    expect(prime?.id).toMatch(/-0-1-/);
+    // The head: initialize's prime (seq 1), then the listener's claim of stream 0 (seq 2), stamped with its writer.
+    expect(prime?.id).toMatch(/-0-2-/);
     const trigger = await request(b!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: 5, delayMs: 10 }) });
     for await (const m of trigger.messages) void m;
     const notes: string[] = [];

@@ -84,7 +84,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       args: [
         MAIN,
         ...['--port', '0', ...logFlags, '--upstream', upstream.url, '--instance-id', name],
-        ...['--lease-ttl', '2s', '--heartbeat', '1s', '--drain-timeout', '5s'],
+        ...['--heartbeat', '1s', '--drain-timeout', '5s'],
         ...(options.args ?? []),
       ],
       env: { ...options.env },

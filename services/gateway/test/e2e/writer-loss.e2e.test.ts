@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { SessionLog } from '@tether/session-log';
 import { connectSdkClient, UpstreamTools } from '@tether/testing';
-import { initialize, request } from './raw-client.js';
+import { callTool, initialize, request } from './raw-client.js';
 import { startStack } from './stack.js';
 import type { Stack } from './stack.js';
 
@@ -91,4 +91,33 @@ describe('the pumping gateway dies after recording the last response, before the
       }
     });
   }
+});
+
+describe('the instance holding the upstream GET is killed with SIGKILL', () => {
+  it('a GET client on another instance keeps its stream: that instance takes the listener over, the client never reconnects', async () => {
+    stack = await startStack({ gateways: 3, eventStore: true });
+    const sessionId = await initialize(stack.url);
+    const [a, b, c] = stack.gateways;
+    // The first GET makes `a` the listener; the second, on `b`, supersedes its delivery and reads what `a` records.
+    const first = await request(a!.url, { method: 'GET', sessionId });
+    expect(first.status).toBe(200);
+    await first.messages.next();
+    const reader = await request(b!.url, { method: 'GET', sessionId });
+    expect(reader.status).toBe(200);
+    const messages = reader.messages;
+    await messages.next();
+    // Default settings: `b` probes `a` (its writer) each --writer-check and finds it gone.
+    const tookOver = b!.process.waitForLine((line) => line['component'] === 'listener' && line['msg'] === 'holding the upstream GET stream', { timeoutMs: 20_000 });
+    await a!.process.kill();
+    await tookOver;
+    const trigger = await request(c!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: 5, delayMs: 10 }) });
+    for await (const m of trigger.messages) void m;
+    const notes: string[] = [];
+    for await (const m of messages) {
+      if (m.data !== '') notes.push(m.data);
+      if (notes.length === 5) break;
+    }
+    expect(notes.map((n) => JSON.parse(n).method)).toEqual(Array(5).fill('notifications/message'));
+    reader.cancel();
+  });
 });

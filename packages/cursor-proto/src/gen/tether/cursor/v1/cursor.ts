@@ -11,9 +11,11 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -141,6 +143,11 @@ export const ControlType = {
   SUPERSEDED: 2,
   /** DRAIN - The sender is draining: its clients will resume elsewhere. */
   DRAIN: 3,
+  /**
+   * RELEASED - The sender stopped writing `stream` without its end marker: whoever
+   * serves it takes it over now.
+   */
+  RELEASED: 4,
   UNRECOGNIZED: -1,
 } as const;
 
@@ -151,7 +158,34 @@ export namespace ControlType {
   export type CLOSED = typeof ControlType.CLOSED;
   export type SUPERSEDED = typeof ControlType.SUPERSEDED;
   export type DRAIN = typeof ControlType.DRAIN;
+  export type RELEASED = typeof ControlType.RELEASED;
   export type UNRECOGNIZED = typeof ControlType.UNRECOGNIZED;
+}
+
+/** A writer's liveness as a probe found it. */
+export const WriterState = {
+  /** UNSPECIFIED - Never sent. */
+  UNSPECIFIED: 0,
+  /** WRITING - The writer answered that it writes the stream. */
+  WRITING: 1,
+  /** NOT_WRITING - The writer lives but does not write the stream. */
+  NOT_WRITING: 2,
+  /** GONE - No process holds the writer's presence: it is gone. */
+  GONE: 3,
+  /** SILENT - No answer in time: slow, or cut off from NATS. */
+  SILENT: 4,
+  UNRECOGNIZED: -1,
+} as const;
+
+export type WriterState = typeof WriterState[keyof typeof WriterState];
+
+export namespace WriterState {
+  export type UNSPECIFIED = typeof WriterState.UNSPECIFIED;
+  export type WRITING = typeof WriterState.WRITING;
+  export type NOT_WRITING = typeof WriterState.NOT_WRITING;
+  export type GONE = typeof WriterState.GONE;
+  export type SILENT = typeof WriterState.SILENT;
+  export type UNRECOGNIZED = typeof WriterState.UNRECOGNIZED;
 }
 
 /** One session's registry entry. */
@@ -201,7 +235,11 @@ export interface Event {
   /** On END events: why the stream ended. */
   endReason: EndReason;
   /** W3C trace context of the append, when the writer gave one. */
-  traceparent?: string | undefined;
+  traceparent?:
+    | string
+    | undefined;
+  /** The writer id that appended it (`AppendRequest.writer`), if any. */
+  writer?: string | undefined;
 }
 
 /**
@@ -395,7 +433,16 @@ export interface AppendRequest {
    * unknown outcome may then store the event twice (an equal event may be a
    * new one, so the service never takes it for the retry).
    */
-  expectedSeq?: number | undefined;
+  expectedSeq?:
+    | number
+    | undefined;
+  /**
+   * The writer appending: the id its HoldPresence call holds (8 to 64
+   * characters of A-Z, a-z, 0-9, `_`, `-`). Stored with the event so that
+   * a reader can probe it; compared too when `expected_seq` names a stored
+   * event, so two writers claiming one stream cannot both be told they won.
+   */
+  writer?: string | undefined;
 }
 
 /** Append output. */
@@ -616,6 +663,48 @@ export interface GetLeaseHolderRequest {
 export interface GetLeaseHolderResponse {
   /** The current lease, without its revision; absent when free or expired. */
   lease: Lease | undefined;
+}
+
+/** HoldPresence input: the first names the writer; each later one answers a question. */
+export interface PresenceAnswer {
+  /** First message only: the writer id to hold. */
+  writer?:
+    | string
+    | undefined;
+  /** The PresenceQuestion answered. */
+  question: number;
+  /** Whether the caller writes the stream asked about. */
+  writing: boolean;
+}
+
+/**
+ * HoldPresence output: the first (question 0, no session) says the presence
+ * is held; each later one asks whether the caller writes one stream.
+ */
+export interface PresenceQuestion {
+  /** Echo it in the PresenceAnswer. */
+  question: number;
+  /** The session asked about. */
+  sessionId: string;
+  /** The stream asked about. */
+  stream: string;
+}
+
+/** ProbeWriter input. */
+export interface ProbeWriterRequest {
+  /** The writer to ask (an event's `writer`). */
+  writer: string;
+  /** With `stream`: the stream asked about (must be the caller's session). */
+  sessionId?:
+    | string
+    | undefined;
+  /** With `session_id`. */
+  stream?: string | undefined;
+}
+
+/** ProbeWriter output. */
+export interface ProbeWriterResponse {
+  state: WriterState;
 }
 
 /** A control message between the instances serving one session. */
@@ -862,6 +951,7 @@ function createBaseEvent(): Event {
     upstreamId: undefined,
     endReason: 0,
     traceparent: undefined,
+    writer: undefined,
   };
 }
 
@@ -896,6 +986,9 @@ export const Event: MessageFns<Event> = {
     }
     if (message.traceparent !== undefined) {
       writer.uint32(82).string(message.traceparent);
+    }
+    if (message.writer !== undefined) {
+      writer.uint32(90).string(message.writer);
     }
     return writer;
   },
@@ -993,6 +1086,14 @@ export const Event: MessageFns<Event> = {
             message.traceparent = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1020,6 +1121,7 @@ export const Event: MessageFns<Event> = {
     message.upstreamId = object.upstreamId ?? undefined;
     message.endReason = object.endReason ?? 0;
     message.traceparent = object.traceparent ?? undefined;
+    message.writer = object.writer ?? undefined;
     return message;
   },
 };
@@ -1974,6 +2076,7 @@ function createBaseAppendRequest(): AppendRequest {
     endReason: 0,
     traceparent: undefined,
     expectedSeq: undefined,
+    writer: undefined,
   };
 }
 
@@ -2002,6 +2105,9 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     }
     if (message.expectedSeq !== undefined) {
       writer.uint32(64).uint64(message.expectedSeq);
+    }
+    if (message.writer !== undefined) {
+      writer.uint32(74).string(message.writer);
     }
     return writer;
   },
@@ -2083,6 +2189,14 @@ export const AppendRequest: MessageFns<AppendRequest> = {
             message.expectedSeq = longToNumber(reader.uint64());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2108,6 +2222,7 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     message.endReason = object.endReason ?? 0;
     message.traceparent = object.traceparent ?? undefined;
     message.expectedSeq = object.expectedSeq ?? undefined;
+    message.writer = object.writer ?? undefined;
     return message;
   },
 };
@@ -3696,6 +3811,298 @@ export const GetLeaseHolderResponse: MessageFns<GetLeaseHolderResponse> = {
   },
 };
 
+function createBasePresenceAnswer(): PresenceAnswer {
+  return { writer: undefined, question: 0, writing: false };
+}
+
+export const PresenceAnswer: MessageFns<PresenceAnswer> = {
+  encode(message: PresenceAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.writer !== undefined) {
+      writer.uint32(10).string(message.writer);
+    }
+    if (message.question !== 0) {
+      writer.uint32(16).uint64(message.question);
+    }
+    if (message.writing !== false) {
+      writer.uint32(24).bool(message.writing);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PresenceAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePresenceAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.question = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.writing = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PresenceAnswer>, I>>(base?: I): PresenceAnswer {
+    return PresenceAnswer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PresenceAnswer>, I>>(object: I): PresenceAnswer {
+    const message = createBasePresenceAnswer();
+    message.writer = object.writer ?? undefined;
+    message.question = object.question ?? 0;
+    message.writing = object.writing ?? false;
+    return message;
+  },
+};
+
+function createBasePresenceQuestion(): PresenceQuestion {
+  return { question: 0, sessionId: "", stream: "" };
+}
+
+export const PresenceQuestion: MessageFns<PresenceQuestion> = {
+  encode(message: PresenceQuestion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.question !== 0) {
+      writer.uint32(8).uint64(message.question);
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.stream !== "") {
+      writer.uint32(26).string(message.stream);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PresenceQuestion {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePresenceQuestion();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.question = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stream = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PresenceQuestion>, I>>(base?: I): PresenceQuestion {
+    return PresenceQuestion.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PresenceQuestion>, I>>(object: I): PresenceQuestion {
+    const message = createBasePresenceQuestion();
+    message.question = object.question ?? 0;
+    message.sessionId = object.sessionId ?? "";
+    message.stream = object.stream ?? "";
+    return message;
+  },
+};
+
+function createBaseProbeWriterRequest(): ProbeWriterRequest {
+  return { writer: "", sessionId: undefined, stream: undefined };
+}
+
+export const ProbeWriterRequest: MessageFns<ProbeWriterRequest> = {
+  encode(message: ProbeWriterRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.writer !== "") {
+      writer.uint32(10).string(message.writer);
+    }
+    if (message.sessionId !== undefined) {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.stream !== undefined) {
+      writer.uint32(26).string(message.stream);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProbeWriterRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProbeWriterRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stream = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProbeWriterRequest>, I>>(base?: I): ProbeWriterRequest {
+    return ProbeWriterRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProbeWriterRequest>, I>>(object: I): ProbeWriterRequest {
+    const message = createBaseProbeWriterRequest();
+    message.writer = object.writer ?? "";
+    message.sessionId = object.sessionId ?? undefined;
+    message.stream = object.stream ?? undefined;
+    return message;
+  },
+};
+
+function createBaseProbeWriterResponse(): ProbeWriterResponse {
+  return { state: 0 };
+}
+
+export const ProbeWriterResponse: MessageFns<ProbeWriterResponse> = {
+  encode(message: ProbeWriterResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== 0) {
+      writer.uint32(8).int32(message.state);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProbeWriterResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProbeWriterResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProbeWriterResponse>, I>>(base?: I): ProbeWriterResponse {
+    return ProbeWriterResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProbeWriterResponse>, I>>(object: I): ProbeWriterResponse {
+    const message = createBaseProbeWriterResponse();
+    message.state = object.state ?? 0;
+    return message;
+  },
+};
+
 function createBaseControlMessage(): ControlMessage {
   return { type: 0, sessionId: "", stream: undefined, from: undefined };
 }
@@ -4195,6 +4602,39 @@ export const CursorServiceService = {
     responseDeserialize: (value: Buffer): GetLeaseHolderResponse => GetLeaseHolderResponse.decode(value),
   },
   /**
+   * Holds a writer's presence for as long as the call lasts: writer
+   * liveness per process instead of a lease per stream (DESIGN section 6).
+   * The caller's first message names its writer id (and answers nothing);
+   * the service then holds `<prefix>.writer.<id>` on NATS and sends a
+   * PresenceQuestion for each probe of one stream, which the caller answers
+   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * caller died, or cancelled it) probes get `GONE` at once. Appends that
+   * name the writer (`AppendRequest.writer`) are what probes are about.
+   */
+  holdPresence: {
+    path: "/tether.cursor.v1.CursorService/HoldPresence" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: PresenceAnswer): Buffer => Buffer.from(PresenceAnswer.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PresenceAnswer => PresenceAnswer.decode(value),
+    responseSerialize: (value: PresenceQuestion): Buffer => Buffer.from(PresenceQuestion.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PresenceQuestion => PresenceQuestion.decode(value),
+  },
+  /**
+   * Whether a writer still writes one stream (or, without a stream,
+   * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
+   * presence: take the stream over) or SILENT (no answer in time).
+   */
+  probeWriter: {
+    path: "/tether.cursor.v1.CursorService/ProbeWriter" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ProbeWriterRequest): Buffer => Buffer.from(ProbeWriterRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ProbeWriterRequest => ProbeWriterRequest.decode(value),
+    responseSerialize: (value: ProbeWriterResponse): Buffer => Buffer.from(ProbeWriterResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProbeWriterResponse => ProbeWriterResponse.decode(value),
+  },
+  /**
    * Sends a control message to every instance watching the session
    * (fire and forget: delivered to current watchers only, never stored).
    */
@@ -4297,6 +4737,23 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
   releaseLease: handleUnaryCall<ReleaseLeaseRequest, ReleaseLeaseResponse>;
   /** Who holds a stream's lease now, if anyone (expired leases are free). */
   getLeaseHolder: handleUnaryCall<GetLeaseHolderRequest, GetLeaseHolderResponse>;
+  /**
+   * Holds a writer's presence for as long as the call lasts: writer
+   * liveness per process instead of a lease per stream (DESIGN section 6).
+   * The caller's first message names its writer id (and answers nothing);
+   * the service then holds `<prefix>.writer.<id>` on NATS and sends a
+   * PresenceQuestion for each probe of one stream, which the caller answers
+   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * caller died, or cancelled it) probes get `GONE` at once. Appends that
+   * name the writer (`AppendRequest.writer`) are what probes are about.
+   */
+  holdPresence: handleBidiStreamingCall<PresenceAnswer, PresenceQuestion>;
+  /**
+   * Whether a writer still writes one stream (or, without a stream,
+   * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
+   * presence: take the stream over) or SILENT (no answer in time).
+   */
+  probeWriter: handleUnaryCall<ProbeWriterRequest, ProbeWriterResponse>;
   /**
    * Sends a control message to every instance watching the session
    * (fire and forget: delivered to current watchers only, never stored).
@@ -4552,6 +5009,42 @@ export interface CursorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetLeaseHolderResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Holds a writer's presence for as long as the call lasts: writer
+   * liveness per process instead of a lease per stream (DESIGN section 6).
+   * The caller's first message names its writer id (and answers nothing);
+   * the service then holds `<prefix>.writer.<id>` on NATS and sends a
+   * PresenceQuestion for each probe of one stream, which the caller answers
+   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * caller died, or cancelled it) probes get `GONE` at once. Appends that
+   * name the writer (`AppendRequest.writer`) are what probes are about.
+   */
+  holdPresence(): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
+  holdPresence(options: Partial<CallOptions>): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
+  holdPresence(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
+  /**
+   * Whether a writer still writes one stream (or, without a stream,
+   * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
+   * presence: take the stream over) or SILENT (no answer in time).
+   */
+  probeWriter(
+    request: ProbeWriterRequest,
+    callback: (error: ServiceError | null, response: ProbeWriterResponse) => void,
+  ): ClientUnaryCall;
+  probeWriter(
+    request: ProbeWriterRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ProbeWriterResponse) => void,
+  ): ClientUnaryCall;
+  probeWriter(
+    request: ProbeWriterRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ProbeWriterResponse) => void,
   ): ClientUnaryCall;
   /**
    * Sends a control message to every instance watching the session
