@@ -1,6 +1,7 @@
 import { SessionLog } from '@tether/session-log';
 import type { CreateSessionLogOptions } from '@tether/session-log';
 import type { LogPort } from './log-port.js';
+import { SessionCache } from './session-cache.js';
 
 /** How long a probed writer has to answer before it counts as silent. */
 const PROBE_TIMEOUT_MS = 500;
@@ -9,14 +10,23 @@ const PROBE_TIMEOUT_MS = 500;
 export async function createLocalLog(options: CreateSessionLogOptions): Promise<LogPort> {
   const log = await SessionLog.create(options);
   const nc = log.connection;
+  const sessions = new SessionCache(nc, log.config.subjectPrefix, log.config.sessionIdleMs, (sessionId, principal) => log.sessions.authorize(sessionId, principal));
   return {
     describe: `jetstream ${log.config.streamName} via ${nc.getServer()}`,
-    createSession: (principal, meta) => log.createSession(principal, meta),
-    authorize: (sessionId, principal) => log.sessions.authorize(sessionId, principal),
+    createSession: async (principal, meta) => {
+      const record = await log.createSession(principal, meta);
+      sessions.remember(record);
+      return record;
+    },
+    authorize: (sessionId, principal) => sessions.authorize(sessionId, principal),
     touchSession: async (sessionId) => {
       await log.sessions.touch(sessionId);
+      sessions.touched(sessionId);
     },
-    closeSession: (sessionId, from) => log.closeSession(sessionId, from),
+    closeSession: (sessionId, from) => {
+      sessions.forget(sessionId);
+      return log.closeSession(sessionId, from);
+    },
     append: (sessionId, stream, kind, payload, appendOptions) => log.append(sessionId, stream, kind, payload, appendOptions),
     head: (sessionId, stream) => log.head(sessionId, stream),
     readPage: (sessionId, stream, afterSeq, limit, afterPos) => log.readPage(sessionId, stream, afterSeq, limit, afterPos),
@@ -29,6 +39,9 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
     server: () => log.server,
-    close: () => log.close(),
+    close: async () => {
+      sessions.close();
+      await log.close();
+    },
   };
 }
