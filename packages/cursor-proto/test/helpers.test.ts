@@ -28,7 +28,7 @@ describe('enum spellings', () => {
     [EventKind, eventKindSpelling, eventKindFromSpelling, ['event', 'prime', 'end']],
     [EndReason, endReasonSpelling, endReasonFromSpelling, ['complete', 'abandoned', 'deadline']],
     [ResumeVerdict, resumeVerdictSpelling, resumeVerdictFromSpelling, ['resumed', 'malformed', 'unknown_session', 'epoch_mismatch', 'ahead', 'diverged', 'truncated', 'abandoned']],
-    [ControlType, controlTypeSpelling, controlTypeFromSpelling, ['closed', 'superseded', 'drain']],
+    [ControlType, controlTypeSpelling, controlTypeFromSpelling, ['closed', 'superseded', 'drain', 'released']],
     [SessionState, sessionStateSpelling, sessionStateFromSpelling, ['active', 'closed']],
   ] as const;
 

@@ -41,7 +41,7 @@ export interface Gateway {
 export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger, metrics: TetherMetrics = createTetherMetrics()): Gateway {
   let draining = false;
   const writerId = newWriterId();
-  const writers = new WriterWatch(writerId, (writer) => log.probeWriter(writer), config.writerCheckMs, config.writerSilenceMs, logger.child({ component: 'writers' }));
+  const writers = new WriterWatch(writerId, (writer) => log.probeWriter(writer, undefined, undefined, Math.min(250, config.writerCheckMs)), config.writerCheckMs, config.writerSilenceMs, logger.child({ component: 'writers' }));
   const local = new LocalRegistry(
     log,
     logger.child({ component: 'registry' }),

@@ -1,18 +1,18 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { WriterState as ProtoWriterState } from '@tether/cursor-proto';
-import type { PresenceAnswer, PresenceQuestion, ProbeWriterRequest, ProbeWriterResponse } from '@tether/cursor-proto';
+import type { HoldPresenceRequest, HoldPresenceResponse, ProbeWriterRequest, ProbeWriterResponse } from '@tether/cursor-proto';
 import { isWriterId } from '@tether/session-log';
 import type { SessionLog, WriterState } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.js';
-import { sessionIdOf, streamIdOf } from './convert.js';
+import { countOf, sessionIdOf, streamIdOf } from './convert.js';
 import { invalid, toGrpcStatus } from './errors.js';
 import type { CallerScope, StreamLimiter } from './scope.js';
 
 /** How long a question waits for the caller's answer; past it the prober hears silence. */
 const ANSWER_TIMEOUT_MS = 2_000;
-/** Time a prober waits for any answer. */
+/** Time a prober waits for any answer, unless it says otherwise (10 to 5000 ms). */
 const PROBE_TIMEOUT_MS = 500;
 
 const STATES: Record<WriterState, ProtoWriterState> = {
@@ -39,7 +39,7 @@ export interface PresenceDeps {
  * probes get "no responders".
  */
 export function holdPresenceHandler(deps: PresenceDeps) {
-  return (call: ServerDuplexStream<PresenceAnswer, PresenceQuestion>): void => {
+  return (call: ServerDuplexStream<HoldPresenceRequest, HoldPresenceResponse>): void => {
     let caller: string;
     let release: (() => void) | undefined;
     try {
@@ -69,7 +69,7 @@ export function holdPresenceHandler(deps: PresenceDeps) {
       end();
       call.end();
     });
-    call.on('data', (message: PresenceAnswer) => {
+    call.on('data', (message: HoldPresenceRequest) => {
       if (held === undefined) {
         if (!isWriterId(message.writer)) {
           call.emit('error', toGrpcStatus(invalid('the first HoldPresence message must name a writer (8 to 64 characters of A-Z, a-z, 0-9, _ and -)')));
@@ -113,9 +113,10 @@ export async function probeWriterHandler(log: SessionLog, scope: CallerScope, re
   const hasSession = req.sessionId !== undefined && req.sessionId !== '';
   const hasStream = req.stream !== undefined && req.stream !== '';
   if (hasSession !== hasStream) throw invalid('session_id and stream go together');
-  if (!hasSession) return { state: STATES[await log.probeWriter(req.writer, PROBE_TIMEOUT_MS)] };
+  const timeoutMs = req.timeoutMs === undefined || req.timeoutMs === 0 ? PROBE_TIMEOUT_MS : countOf('timeout_ms', req.timeoutMs, 10, 5_000);
+  if (!hasSession) return { state: STATES[await log.probeWriter(req.writer, timeoutMs)] };
   const sessionId = sessionIdOf(req.sessionId!);
   const stream = streamIdOf(req.stream!);
   await scope.check(sessionId, caller);
-  return { state: STATES[await log.probeWriter(req.writer, PROBE_TIMEOUT_MS, sessionId, stream)] };
+  return { state: STATES[await log.probeWriter(req.writer, timeoutMs, sessionId, stream)] };
 }

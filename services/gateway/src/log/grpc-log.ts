@@ -190,7 +190,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     }),
 
     holdPresence: (writerId, writes) => holdPresenceOver(client, writerId, writes),
-    probeWriter: async (writer, sessionId, stream) => writerStateOf((await call(client.probeWriter, { writer, sessionId, stream })).state),
+    probeWriter: async (writer, sessionId, stream, timeoutMs) => writerStateOf((await call(client.probeWriter, { writer, sessionId, stream, timeoutMs })).state),
 
     publishControl(message) {
       const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };

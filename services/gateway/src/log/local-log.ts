@@ -34,7 +34,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     follow: (sessionId, stream, from, followOptions) => log.follow(sessionId, stream, from, followOptions),
     openReader: (session, stream) => log.openReader(session, stream),
     holdPresence: (writerId, writes) => log.holdPresence(writerId, writes),
-    probeWriter: (writerId, sessionId, stream) => log.probeWriter(writerId, PROBE_TIMEOUT_MS, sessionId, stream),
+    probeWriter: (writerId, sessionId, stream, timeoutMs) => log.probeWriter(writerId, timeoutMs ?? PROBE_TIMEOUT_MS, sessionId, stream),
     publishControl: (message) => log.publishControl(message),
     watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,

@@ -63,8 +63,8 @@ export interface LogPort {
    * subscription; over gRPC one HoldPresence call, opened again if it breaks.
    */
   holdPresence(writerId: string, writes: WritesStream): { close(): Promise<void> };
-  /** Whether a writer still writes a stream (without one: whether it lives). */
-  probeWriter(writerId: string, sessionId?: string, stream?: string): Promise<WriterState>;
+  /** Whether a writer still writes a stream (without one: whether it lives); silent after `timeoutMs` (default 500). */
+  probeWriter(writerId: string, sessionId?: string, stream?: string, timeoutMs?: number): Promise<WriterState>;
 
   /** Fire-and-forget control message to every instance following the session. */
   publishControl(message: ControlMessage): void;

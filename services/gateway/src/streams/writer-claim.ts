@@ -1,6 +1,17 @@
 import { isSessionLogError } from '@tether/session-log';
-import type { LogEvent } from '@tether/session-log';
+import type { LogEvent, WriterState } from '@tether/session-log';
 import type { GatewayContext } from '../context.js';
+
+/**
+ * Waits of the probes a takeover check makes while the writer is silent.
+ * A client resuming right after its writer was SIGKILLed can probe before
+ * the server has read the dead socket's close: that probe goes to the dead
+ * connection and times out. The next one, once the server dropped the
+ * interest, is answered "no responders" at once. So the first wait is
+ * short, and a live writer that is merely busy gets longer ones (in all
+ * 500 ms) before it counts as silent.
+ */
+const PROBE_TIMEOUTS_MS = [50, 150, 300];
 
 /** Who writes a stream, as far as this instance can tell (DESIGN section 6). */
 export type WriterFound =
@@ -26,7 +37,11 @@ export async function findWriter(ctx: GatewayContext, sessionId: string, stream:
   const writer = head?.writer;
   // Never claimed (a session's first GET prime), or ours with no pump here (it died without an end).
   if (writer === undefined || writer === ctx.writerId) return { kind: 'orphaned', head };
-  const state = await ctx.log.probeWriter(writer, sessionId, stream);
+  let state: WriterState = 'silent';
+  for (const timeoutMs of PROBE_TIMEOUTS_MS) {
+    state = await ctx.log.probeWriter(writer, sessionId, stream, timeoutMs);
+    if (state !== 'silent') break;
+  }
   ctx.writers.heard(writer, state);
   if (state === 'writing') return { kind: 'elsewhere', writer };
   if (state === 'silent' && !ctx.writers.silentTooLong(writer)) return { kind: 'elsewhere', writer };

@@ -666,12 +666,12 @@ export interface GetLeaseHolderResponse {
 }
 
 /** HoldPresence input: the first names the writer; each later one answers a question. */
-export interface PresenceAnswer {
+export interface HoldPresenceRequest {
   /** First message only: the writer id to hold. */
   writer?:
     | string
     | undefined;
-  /** The PresenceQuestion answered. */
+  /** The HoldPresenceResponse answered. */
   question: number;
   /** Whether the caller writes the stream asked about. */
   writing: boolean;
@@ -681,8 +681,8 @@ export interface PresenceAnswer {
  * HoldPresence output: the first (question 0, no session) says the presence
  * is held; each later one asks whether the caller writes one stream.
  */
-export interface PresenceQuestion {
-  /** Echo it in the PresenceAnswer. */
+export interface HoldPresenceResponse {
+  /** Echo it in the HoldPresenceRequest. */
   question: number;
   /** The session asked about. */
   sessionId: string;
@@ -699,7 +699,14 @@ export interface ProbeWriterRequest {
     | string
     | undefined;
   /** With `session_id`. */
-  stream?: string | undefined;
+  stream?:
+    | string
+    | undefined;
+  /**
+   * How long to wait for the writer's answer before calling it SILENT
+   * (10 to 5000 ms). Default 500.
+   */
+  timeoutMs?: number | undefined;
 }
 
 /** ProbeWriter output. */
@@ -3811,12 +3818,12 @@ export const GetLeaseHolderResponse: MessageFns<GetLeaseHolderResponse> = {
   },
 };
 
-function createBasePresenceAnswer(): PresenceAnswer {
+function createBaseHoldPresenceRequest(): HoldPresenceRequest {
   return { writer: undefined, question: 0, writing: false };
 }
 
-export const PresenceAnswer: MessageFns<PresenceAnswer> = {
-  encode(message: PresenceAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+export const HoldPresenceRequest: MessageFns<HoldPresenceRequest> = {
+  encode(message: HoldPresenceRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.writer !== undefined) {
       writer.uint32(10).string(message.writer);
     }
@@ -3829,7 +3836,7 @@ export const PresenceAnswer: MessageFns<PresenceAnswer> = {
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): PresenceAnswer {
+  decode(input: BinaryReader | Uint8Array, length?: number): HoldPresenceRequest {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
@@ -3838,7 +3845,7 @@ export const PresenceAnswer: MessageFns<PresenceAnswer> = {
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBasePresenceAnswer();
+      const message = createBaseHoldPresenceRequest();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -3878,11 +3885,11 @@ export const PresenceAnswer: MessageFns<PresenceAnswer> = {
     }
   },
 
-  create<I extends Exact<DeepPartial<PresenceAnswer>, I>>(base?: I): PresenceAnswer {
-    return PresenceAnswer.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<HoldPresenceRequest>, I>>(base?: I): HoldPresenceRequest {
+    return HoldPresenceRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<PresenceAnswer>, I>>(object: I): PresenceAnswer {
-    const message = createBasePresenceAnswer();
+  fromPartial<I extends Exact<DeepPartial<HoldPresenceRequest>, I>>(object: I): HoldPresenceRequest {
+    const message = createBaseHoldPresenceRequest();
     message.writer = object.writer ?? undefined;
     message.question = object.question ?? 0;
     message.writing = object.writing ?? false;
@@ -3890,12 +3897,12 @@ export const PresenceAnswer: MessageFns<PresenceAnswer> = {
   },
 };
 
-function createBasePresenceQuestion(): PresenceQuestion {
+function createBaseHoldPresenceResponse(): HoldPresenceResponse {
   return { question: 0, sessionId: "", stream: "" };
 }
 
-export const PresenceQuestion: MessageFns<PresenceQuestion> = {
-  encode(message: PresenceQuestion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+export const HoldPresenceResponse: MessageFns<HoldPresenceResponse> = {
+  encode(message: HoldPresenceResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.question !== 0) {
       writer.uint32(8).uint64(message.question);
     }
@@ -3908,7 +3915,7 @@ export const PresenceQuestion: MessageFns<PresenceQuestion> = {
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): PresenceQuestion {
+  decode(input: BinaryReader | Uint8Array, length?: number): HoldPresenceResponse {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
@@ -3917,7 +3924,7 @@ export const PresenceQuestion: MessageFns<PresenceQuestion> = {
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBasePresenceQuestion();
+      const message = createBaseHoldPresenceResponse();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -3957,11 +3964,11 @@ export const PresenceQuestion: MessageFns<PresenceQuestion> = {
     }
   },
 
-  create<I extends Exact<DeepPartial<PresenceQuestion>, I>>(base?: I): PresenceQuestion {
-    return PresenceQuestion.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<HoldPresenceResponse>, I>>(base?: I): HoldPresenceResponse {
+    return HoldPresenceResponse.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<PresenceQuestion>, I>>(object: I): PresenceQuestion {
-    const message = createBasePresenceQuestion();
+  fromPartial<I extends Exact<DeepPartial<HoldPresenceResponse>, I>>(object: I): HoldPresenceResponse {
+    const message = createBaseHoldPresenceResponse();
     message.question = object.question ?? 0;
     message.sessionId = object.sessionId ?? "";
     message.stream = object.stream ?? "";
@@ -3970,7 +3977,7 @@ export const PresenceQuestion: MessageFns<PresenceQuestion> = {
 };
 
 function createBaseProbeWriterRequest(): ProbeWriterRequest {
-  return { writer: "", sessionId: undefined, stream: undefined };
+  return { writer: "", sessionId: undefined, stream: undefined, timeoutMs: undefined };
 }
 
 export const ProbeWriterRequest: MessageFns<ProbeWriterRequest> = {
@@ -3983,6 +3990,9 @@ export const ProbeWriterRequest: MessageFns<ProbeWriterRequest> = {
     }
     if (message.stream !== undefined) {
       writer.uint32(26).string(message.stream);
+    }
+    if (message.timeoutMs !== undefined) {
+      writer.uint32(32).uint32(message.timeoutMs);
     }
     return writer;
   },
@@ -4024,6 +4034,14 @@ export const ProbeWriterRequest: MessageFns<ProbeWriterRequest> = {
             message.stream = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.timeoutMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4044,6 +4062,7 @@ export const ProbeWriterRequest: MessageFns<ProbeWriterRequest> = {
     message.writer = object.writer ?? "";
     message.sessionId = object.sessionId ?? undefined;
     message.stream = object.stream ?? undefined;
+    message.timeoutMs = object.timeoutMs ?? undefined;
     return message;
   },
 };
@@ -4606,8 +4625,8 @@ export const CursorServiceService = {
    * liveness per process instead of a lease per stream (DESIGN section 6).
    * The caller's first message names its writer id (and answers nothing);
    * the service then holds `<prefix>.writer.<id>` on NATS and sends a
-   * PresenceQuestion for each probe of one stream, which the caller answers
-   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * HoldPresenceResponse for each probe of one stream, which the caller answers
+   * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
    */
@@ -4615,10 +4634,11 @@ export const CursorServiceService = {
     path: "/tether.cursor.v1.CursorService/HoldPresence" as const,
     requestStream: true as const,
     responseStream: true as const,
-    requestSerialize: (value: PresenceAnswer): Buffer => Buffer.from(PresenceAnswer.encode(value).finish()),
-    requestDeserialize: (value: Buffer): PresenceAnswer => PresenceAnswer.decode(value),
-    responseSerialize: (value: PresenceQuestion): Buffer => Buffer.from(PresenceQuestion.encode(value).finish()),
-    responseDeserialize: (value: Buffer): PresenceQuestion => PresenceQuestion.decode(value),
+    requestSerialize: (value: HoldPresenceRequest): Buffer => Buffer.from(HoldPresenceRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HoldPresenceRequest => HoldPresenceRequest.decode(value),
+    responseSerialize: (value: HoldPresenceResponse): Buffer =>
+      Buffer.from(HoldPresenceResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HoldPresenceResponse => HoldPresenceResponse.decode(value),
   },
   /**
    * Whether a writer still writes one stream (or, without a stream,
@@ -4742,12 +4762,12 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * liveness per process instead of a lease per stream (DESIGN section 6).
    * The caller's first message names its writer id (and answers nothing);
    * the service then holds `<prefix>.writer.<id>` on NATS and sends a
-   * PresenceQuestion for each probe of one stream, which the caller answers
-   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * HoldPresenceResponse for each probe of one stream, which the caller answers
+   * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
    */
-  holdPresence: handleBidiStreamingCall<PresenceAnswer, PresenceQuestion>;
+  holdPresence: handleBidiStreamingCall<HoldPresenceRequest, HoldPresenceResponse>;
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
@@ -5015,17 +5035,17 @@ export interface CursorServiceClient extends Client {
    * liveness per process instead of a lease per stream (DESIGN section 6).
    * The caller's first message names its writer id (and answers nothing);
    * the service then holds `<prefix>.writer.<id>` on NATS and sends a
-   * PresenceQuestion for each probe of one stream, which the caller answers
-   * with a PresenceAnswer of the same `question`. When the call ends (the
+   * HoldPresenceResponse for each probe of one stream, which the caller answers
+   * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
    */
-  holdPresence(): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
-  holdPresence(options: Partial<CallOptions>): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
+  holdPresence(): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
+  holdPresence(options: Partial<CallOptions>): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
   holdPresence(
     metadata: Metadata,
     options?: Partial<CallOptions>,
-  ): ClientDuplexStream<PresenceAnswer, PresenceQuestion>;
+  ): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
