@@ -2,24 +2,33 @@
  * `npm run bench:gateway`: what the gateway costs, each figure beside its
  * baseline measured in the same run (DESIGN section 12):
  *
- * 1. tools/call `echo` latency through the gateway vs the same upstream direct;
- * 2. latency added per logged SSE event (`stream_progress` 1 vs 200 events);
+ * 1. tools/call `echo` latency through the gateway vs the same upstream direct
+ *    and through a plain proxy (nginx);
+ * 2. latency added per logged SSE event (`stream_progress` 1 vs 200 events),
+ *    beside the same through nginx;
  * 3. aggregate events/s of many concurrent streams vs raw JetStream publish-with-ack;
- * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open.
+ * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open;
+ * 5. takeover after SIGKILL of the writer: from the kill to the next event at
+ *    a client that resumed on another gateway, beside today's lease TTL.
  *
  * Real processes on loopback: a private nats-server, the official-SDK upstream
- * (one process answering SSE, one JSON), and the gateway as its own process
- * (`services/gateway/dist/main.js`, so its RSS is its own). Prints figures
+ * (one process answering SSE, one JSON), the gateway as its own process
+ * (`services/gateway/dist/main.js`, so its RSS is its own), and Debian's nginx
+ * (`/usr/sbin/nginx`, or `NGINX_BIN`) in front of the same upstreams; without
+ * nginx the run says so loudly and leaves its columns empty. Prints figures
  * (progress on stderr, results on stdout) and writes
  * bench-results/gateway-bench.json. Never asserts.
  *
- * Knobs (environment): BENCH_GATEWAY_ONLY=latency,events,throughput,rss
+ * Knobs (environment): BENCH_GATEWAY_ONLY=latency,events,throughput,rss,takeover
  * (default all); BENCH_GATEWAY_CALLS (figure 1, default 500);
  * BENCH_GATEWAY_ROUNDS (figure 3, default 3); BENCH_GATEWAY_STREAMS
  * (figure 4 levels, default 1000,10000); BENCH_GATEWAY_CPU_PROF=<dir> (run
  * the gateways with --cpu-prof, profiles written there when they exit);
  * BENCH_GATEWAY_QUIET_WAIT_S (default 120: how long to wait at the start for
- * other processes to use < 0.3 cores; a shared machine skews every figure).
+ * other processes to use < 0.3 cores; a shared machine skews every figure);
+ * BENCH_GATEWAY_TAKEOVER_ROUNDS (figure 5, default 20);
+ * BENCH_GATEWAY_TAKEOVER_TIMEOUT_S (figure 5, the cap of one round after the
+ * kill, default 30).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, release, totalmem, type } from 'node:os';
@@ -34,34 +43,48 @@ import type { PerEventResult } from './gateway/per-event.js';
 import { waitForQuietMachine } from './gateway/cpu.js';
 import type { Processes } from './gateway/cpu.js';
 import { connectInspector, inspectorUrl } from './gateway/inspector.js';
+import { findNginx, startNginxProxy } from './gateway/nginx.js';
+import type { NginxProxy } from './gateway/nginx.js';
 import { openFilesLimit, startBenchStack } from './gateway/stack.js';
+import { summarize95 } from './gateway/summary.js';
+import type { Summary95 } from './gateway/summary.js';
+import { measureTakeover, TakeoverOutcome } from './gateway/takeover.js';
+import type { TakeoverResult } from './gateway/takeover.js';
 import { measureGatewayThroughput, ThroughputTarget } from './gateway/throughput.js';
 import type { ThroughputRow } from './gateway/throughput.js';
 import { int, ms, progress, ratio, table } from './stats.js';
 
-const PHASES = new Set((process.env['BENCH_GATEWAY_ONLY'] ?? 'latency,events,throughput,rss').split(',').map((p) => p.trim()));
+const PHASES = new Set((process.env['BENCH_GATEWAY_ONLY'] ?? 'latency,events,throughput,rss,takeover').split(',').map((p) => p.trim()));
 const CALLS = Number(process.env['BENCH_GATEWAY_CALLS'] ?? 500);
 const ROUNDS = Number(process.env['BENCH_GATEWAY_ROUNDS'] ?? 3);
 const STREAM_LEVELS = (process.env['BENCH_GATEWAY_STREAMS'] ?? '1000,10000').split(',').map(Number);
 const CPU_PROF_DIR = process.env['BENCH_GATEWAY_CPU_PROF'];
 const QUIET_WAIT_S = Number(process.env['BENCH_GATEWAY_QUIET_WAIT_S'] ?? 120);
+const TAKEOVER_ROUNDS = Number(process.env['BENCH_GATEWAY_TAKEOVER_ROUNDS'] ?? 20);
+const TAKEOVER_TIMEOUT_S = Number(process.env['BENCH_GATEWAY_TAKEOVER_TIMEOUT_S'] ?? 30);
 const THROUGHPUT_CONCURRENCY = [16, 64];
 const EVENTS_PER_LANE = 500;
 
-/** DESIGN section 12. */
+/** DESIGN section 12 and issue 12. */
 const TARGET = {
   latencyRatioP50: 1.5,
-  addedPerEventMs: 1,
+  jsonLatencyRatioP50: 1.15,
+  addedPerEventMs: 0.2,
   throughputShare: 0.7,
   rssPerStreamKiB: 20,
+  takeoverP50Ms: 300,
+  takeoverP99Ms: 1000,
 } as const;
 
 interface Results {
+  /** nginx's version, or why there is no nginx column. */
+  nginx: { readonly version: string } | { readonly missing: string } | undefined;
   latency: LatencyRow[];
   natsRoundTrips: Awaited<ReturnType<typeof measureNatsRoundTrips>> | undefined;
   perEvent: PerEventResult | undefined;
   throughput: ThroughputRow[];
   idle: IdleStreamsResult | undefined;
+  takeover: TakeoverResult | undefined;
 }
 
 async function main(): Promise<void> {
@@ -72,10 +95,16 @@ async function main(): Promise<void> {
   const waitedS = (performance.now() - waitStarted) / 1000;
   progress('starting nats-server, upstreams');
   const stack = await startBenchStack();
-  const results: Results = { latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined };
+  const results: Results = { nginx: undefined, latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined, takeover: undefined };
   let machine: Record<string, unknown> = {};
   let failure: unknown;
+  let nginx: NginxProxy | undefined;
   try {
+    if (PHASES.has('latency') || PHASES.has('events')) {
+      const started = await startReferenceProxy(stack.sseUpstream.url, stack.jsonUpstream.url);
+      nginx = started.proxy;
+      results.nginx = started.proxy === undefined ? { missing: started.missing ?? 'unknown' } : { version: started.proxy.version };
+    }
     const fdLimit = await openFilesLimit();
     machine = {
       cpus: cpus().length,
@@ -93,6 +122,11 @@ async function main(): Promise<void> {
       '',
       `machine: ${String(machine['cpus'])} × ${String(machine['cpuModel'])}, ${String(machine['memoryGiB'])} GiB RAM, ${String(machine['os'])}`,
       `node ${process.version}; nats-server ${String(machine['natsServer'])} (private, single node, file storage); open files limit ${fdLimit}`,
+      ...(results.nginx === undefined
+        ? []
+        : ['version' in results.nginx
+            ? `reference proxy: ${results.nginx.version} (one worker, proxy_buffering off, keep-alive upstream, no access log)`
+            : `!!! NO NGINX: ${results.nginx.missing}. The "via nginx" columns are empty. !!!`]),
       'all on one machine, loopback: benchmark client, SDK upstream (own process), gateway (own process), nats-server',
       `other processes used ${otherCoresAtStart.toFixed(2)} cores just before the run (each figure below says how busy the rest of the machine was while it ran)`,
     ].join('\n');
@@ -103,7 +137,8 @@ async function main(): Promise<void> {
       const gw = await stack.startGateway({ name: 'gw-bench', nodeArgs, args: ['--route', `/json=${stack.jsonUpstream.url}`] });
       const sseVia = `${gw.origin}/mcp`;
       const jsonVia = `${gw.origin}/json`;
-      const processes = (upstreamPid: number): Processes => ({ gateway: gw.pid, upstream: upstreamPid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid });
+      const nginxPids = (await nginx?.processes()) ?? {};
+      const processes = (upstreamPid: number): Processes => ({ gateway: gw.pid, upstream: upstreamPid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid, ...nginxPids });
       if (PHASES.has('latency')) {
         const rows: [string, 'sdk' | 'raw', 'sse' | 'json', string, string][] = [
           ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse', sseVia, stack.sseUpstream.url],
@@ -114,15 +149,37 @@ async function main(): Promise<void> {
         for (const [name, client, upstreamAnswer, gatewayUrl, directUrl] of rows) {
           progress(`latency: ${name}, ${CALLS} calls each way`);
           const upstreamPid = upstreamAnswer === 'sse' ? stack.sseUpstream.process.pid : stack.jsonUpstream.process.pid;
-          const row = await measureLatency({ name, client, upstreamAnswer, gatewayUrl, directUrl, warmup: 50, calls: CALLS, processes: processes(upstreamPid), natsMonitorPort: stack.nats.monitorPort });
-          progress(`latency: ${name}: p50 ${ms(row.gateway.p50)} vs ${ms(row.direct.p50)} ms (${ratio(row.ratioP50)})`);
+          const nginxUrl = nginx?.url(upstreamAnswer);
+          const row = await measureLatency({
+            name,
+            client,
+            upstreamAnswer,
+            gatewayUrl,
+            directUrl,
+            ...(nginxUrl === undefined ? {} : { nginxUrl }),
+            warmup: 50,
+            calls: CALLS,
+            processes: processes(upstreamPid),
+            natsMonitorPort: stack.nats.monitorPort,
+          });
+          progress(`latency: ${name}: p50 ${ms(row.gateway.p50)} vs ${ms(row.direct.p50)} ms direct (${ratio(row.ratioP50)}), ${ms(row.nginx?.p50 ?? Number.NaN)} ms via nginx (${ratio(row.ratioToNginxP50)})`);
           results.latency.push(row);
         }
         results.natsRoundTrips = await measureNatsRoundTrips(stack.nats.url, 300);
       }
       if (PHASES.has('events')) {
         progress('per-event: stream_progress 1 vs 200 events');
-        results.perEvent = await measurePerEvent({ gatewayUrl: sseVia, directUrl: stack.sseUpstream.url, small: 1, large: 200, warmup: 3, repeats: 30, processes: processes(stack.sseUpstream.process.pid) });
+        const nginxUrl = nginx?.url('sse');
+        results.perEvent = await measurePerEvent({
+          gatewayUrl: sseVia,
+          directUrl: stack.sseUpstream.url,
+          ...(nginxUrl === undefined ? {} : { nginxUrl }),
+          small: 1,
+          large: 200,
+          warmup: 3,
+          repeats: 30,
+          processes: processes(stack.sseUpstream.process.pid),
+        });
         progress(`per-event: added ${ms(results.perEvent.addedPerEventMs.p50)} ms per event (p50)`);
       }
       if (PHASES.has('throughput')) {
@@ -138,6 +195,25 @@ async function main(): Promise<void> {
         });
       }
       await gw.process.stop('SIGTERM', 15_000);
+    }
+    // Not needed by the phases below: its workers would only sit in the CPU figures.
+    await nginx?.stop();
+
+    if (PHASES.has('takeover')) {
+      progress(`takeover: ${TAKEOVER_ROUNDS} rounds, SIGKILL of the writer mid-stream, resume on another gateway (cap ${TAKEOVER_TIMEOUT_S} s a round)`);
+      results.takeover = await measureTakeover({
+        stack,
+        rounds: TAKEOVER_ROUNDS,
+        roundTimeoutMs: TAKEOVER_TIMEOUT_S * 1000,
+        eventIntervalMs: 10,
+        killAfter: { min: 5, max: 300 },
+        nodeArgs,
+        seed: 7,
+        onRound: (r) =>
+          progress(
+            `takeover: round ${r.round}: ${r.outcome} (${r.verdict}) after ${r.killedAfterEvents} events; next event ${ms(r.toNextEventMs)} ms after the kill, first stored after it ${ms(r.toFirstAfterKillMs)} ms`,
+          ),
+      });
     }
 
     if (PHASES.has('rss')) {
@@ -173,6 +249,7 @@ async function main(): Promise<void> {
     // Print what was measured before the failure, then fail.
     failure = err;
   } finally {
+    await nginx?.stop();
     await stack.close();
   }
   const runtimeS = (performance.now() - started) / 1000;
@@ -184,6 +261,32 @@ async function main(): Promise<void> {
   if (failure !== undefined) throw failure;
 }
 
+/**
+ * nginx in front of both upstreams (`/sse/mcp`, `/json/mcp`), or, when it is
+ * missing or cannot start, a loud line and no nginx columns: the reference
+ * is worth having, not worth failing the run for.
+ */
+async function startReferenceProxy(sseUrl: string, jsonUrl: string): Promise<{ proxy?: NginxProxy; missing?: string }> {
+  const bin = findNginx();
+  const loud = (why: string): { missing: string } => {
+    const line = `!!! NO NGINX: ${why}. The "via nginx" columns stay empty. (CI installs it: apt-get install nginx) !!!`;
+    progress(line);
+    process.stdout.write(`${line}\n`);
+    return { missing: why };
+  };
+  if (bin === undefined) return loud('nginx not found (NGINX_BIN, PATH, /usr/sbin/nginx)');
+  try {
+    const proxy = await startNginxProxy(bin, [
+      { name: 'sse', origin: new URL(sseUrl).origin },
+      { name: 'json', origin: new URL(jsonUrl).origin },
+    ]);
+    progress(`nginx ${proxy.version} (${bin}, pid ${proxy.pid}) in front of both upstreams: ${proxy.url('sse')}, ${proxy.url('json')}`);
+    return { proxy };
+  } catch (err) {
+    return loud(`${bin} did not start: ${(err as Error).message.split('\n').slice(0, 3).join(' ')}`);
+  }
+}
+
 function verdict(met: boolean | undefined): string {
   return met === undefined ? 'n/a' : met ? 'met' : 'missed';
 }
@@ -192,14 +295,15 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
   const out: string[] = [];
   const summary: string[][] = [];
   for (const row of r.latency) {
-    const target = row.client === 'sdk' && row.upstreamAnswer === 'sse' ? `≤ ${TARGET.latencyRatioP50}× p50` : row.client === 'sdk' ? `(≤ ${TARGET.latencyRatioP50}×)` : 'diagnostic';
+    const limit = row.upstreamAnswer === 'sse' ? TARGET.latencyRatioP50 : TARGET.jsonLatencyRatioP50;
+    const target = row.client === 'sdk' ? `≤ ${limit}× p50` : 'diagnostic';
     summary.push([
       `tools/call echo p50, ${row.name}`,
       `${ms(row.gateway.p50)} ms`,
-      `${ms(row.direct.p50)} ms direct`,
-      ratio(row.ratioP50),
+      `${ms(row.direct.p50)} ms direct${row.nginx === undefined ? '' : `; ${ms(row.nginx.p50)} ms via nginx`}`,
+      `${ratio(row.ratioP50)}${row.nginx === undefined ? '' : `; ${ratio(row.ratioToNginxP50)} nginx`}`,
       target,
-      row.client === 'sdk' ? verdict(row.ratioP50 <= TARGET.latencyRatioP50) : '',
+      row.client === 'sdk' ? verdict(row.ratioP50 <= limit) : '',
     ]);
   }
   if (r.perEvent !== undefined) {
@@ -207,7 +311,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
     summary.push([
       `added latency per logged SSE event, p50 (${p.small} vs ${p.large} events)`,
       `${ms(p.addedPerEventMs.p50)} ms`,
-      `${ms(p.directPerEventMs)} ms/event direct`,
+      `${ms(p.directPerEventMs)} ms/event direct${p.nginx === undefined ? '' : `; nginx adds ${ms(p.nginx.addedPerEventMs.p50)} ms`}`,
       `gw ${ms(p.gatewayPerEventMs)} ms/event`,
       `≤ ${TARGET.addedPerEventMs} ms`,
       verdict(p.addedPerEventMs.p50 <= TARGET.addedPerEventMs),
@@ -245,31 +349,59 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
       summary.push([`RSS per idle SSE stream, ${int(l.streams)} open, as settled (no forced GC)`, `${l.perStreamKiB.toFixed(1)} KiB`, `${int(l.beforeKiB)} KiB before the GETs`, '', 'reference', '']);
     }
   }
+  if (r.takeover !== undefined) {
+    const t = r.takeover;
+    const ttl = t.leaseTtl === null ? 'n/a (no lease)' : `lease TTL ${t.leaseTtl} today`;
+    const timedOut = t.outcomes[TakeoverOutcome.timeout];
+    const judge = (value: number, limit: number): string => (t.toNextEventMs.n === 0 ? 'n/a' : `${verdict(value <= limit && timedOut === 0)}${timedOut > 0 ? ` (${timedOut} timed out)` : ''}`);
+    summary.push([
+      `takeover after SIGKILL of the writer, kill → next event at the resumed client, p50 (${t.toNextEventMs.n} of ${t.rounds.length} rounds)`,
+      `${ms(t.toNextEventMs.p50)} ms`,
+      ttl,
+      '',
+      `≤ ${TARGET.takeoverP50Ms} ms`,
+      judge(t.toNextEventMs.p50, TARGET.takeoverP50Ms),
+    ]);
+    summary.push([`takeover, p99`, `${ms(t.toNextEventMs.p99)} ms`, ttl, '', `≤ ${TARGET.takeoverP99Ms / 1000} s`, judge(t.toNextEventMs.p99, TARGET.takeoverP99Ms)]);
+  }
   out.push('## Summary (DESIGN section 12 targets)', '', table(['figure', 'gateway', 'baseline (same run)', 'ratio', 'target', ''], summary), '');
   if (r.idle?.cappedBecause !== undefined) out.push(`Idle streams capped: ${r.idle.cappedBecause}.`, '');
 
   if (r.latency.length > 0) {
-    out.push('## 1. tools/call `echo` latency (ms), gateway vs the same upstream direct', '');
+    const hasNginx = r.latency.some((row) => row.nginx !== undefined);
+    const pcts = (x: Summary95 | undefined): string[] => (x === undefined ? ['', '', ''] : [ms(x.p50), ms(x.p95), ms(x.p99)]);
+    const cpu = (row: LatencyRow, prefix: string): number =>
+      Object.entries(row.cpuMsPerRound)
+        .filter(([name]) => name === prefix || name.startsWith(`${prefix}-`))
+        .reduce((sum, [, used]) => sum + used, 0);
+    out.push('## 1. tools/call `echo` latency (ms): direct, via nginx, through the gateway', '');
     out.push(
       table(
-        ['client, upstream answer', 'n', 'gw p50', 'gw p99', 'direct p50', 'direct p99', 'p50 ratio', 'p99 ratio', 'gateway CPU per call', 'NATS msgs in / out / JS API per call', 'other load'],
+        ['client, upstream answer', 'n', 'direct p50', 'direct p95', 'direct p99', 'nginx p50', 'nginx p95', 'nginx p99', 'gw p50', 'gw p95', 'gw p99'],
+        r.latency.map((row) => [row.name, String(row.gateway.n), ...pcts(row.direct), ...pcts(row.nginx), ...pcts(row.gateway)]),
+      ),
+      '',
+      table(
+        ['client, upstream answer', 'gw ÷ direct p50', 'gw ÷ direct p99', 'gw ÷ nginx p50', 'gw ÷ nginx p99', 'nginx ÷ direct p50', 'gateway CPU per call', 'nginx CPU per call', 'NATS msgs in / out / JS API per call', 'other load'],
         r.latency.map((row) => [
           row.name,
-          String(row.gateway.n),
-          ms(row.gateway.p50),
-          ms(row.gateway.p99),
-          ms(row.direct.p50),
-          ms(row.direct.p99),
           ratio(row.ratioP50),
           ratio(row.ratioP99),
-          `${ms(row.cpuMsPerPair['gateway'] ?? Number.NaN)} ms`,
+          row.nginx === undefined ? '' : ratio(row.ratioToNginxP50),
+          row.nginx === undefined ? '' : ratio(row.ratioToNginxP99),
+          row.nginx === undefined ? '' : ratio(row.nginxRatioP50),
+          `${ms(row.cpuMsPerRound['gateway'] ?? Number.NaN)} ms`,
+          row.nginx === undefined ? '' : `${ms(cpu(row, 'nginx'))} ms`,
           `${row.natsPerCall.inMsgs.toFixed(1)} / ${row.natsPerCall.outMsgs.toFixed(1)} / ${row.natsPerCall.apiCalls.toFixed(1)}`,
           `${row.otherCores.toFixed(2)} cores`,
         ]),
       ),
       '',
+      hasNginx
+        ? 'Calls rotate between direct, nginx and the gateway, the same client on each; nginx is a plain proxy hop (proxy_buffering off, keep-alive upstream).'
+        : '!!! No nginx in this run: its columns are empty. !!!',
       'SSE upstream: the SDK answers tools/call as SSE, so through the gateway each call is a logged stream',
-      "(lease, opening `prime`, the upstream's priming event, the response, `end`: four acked appends, plus a log reader).",
+      "(opening `prime`, the upstream's priming event, the response, `end`: four acked appends, plus a log reader).",
       'JSON upstream (`enableJsonResponse`): the gateway authorizes the session and passes the JSON through, no log writes.',
       ...(r.natsRoundTrips === undefined
         ? []
@@ -283,13 +415,17 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
   if (r.perEvent !== undefined) {
     const p = r.perEvent;
     out.push(`## 2. Latency per logged SSE event (ms to the response; ${p.repeats} repeats, raw client)`, '');
+    const row = (name: string, small: Summary95, large: Summary95, perEvent: number): string[] => [name, ms(small.p50), ms(large.p50), ms(large.p95), ms(large.p99), ms(perEvent)];
     out.push(
       table(
-        ['', `${p.small} event p50`, `${p.large} events p50`, `${p.large} events p99`, 'per event'],
+        ['', `${p.small} event p50`, `${p.large} events p50`, `${p.large} events p95`, `${p.large} events p99`, 'per event'],
         [
-          ['gateway', ms(p.gatewaySmall.p50), ms(p.gatewayLarge.p50), ms(p.gatewayLarge.p99), ms(p.gatewayPerEventMs)],
-          ['direct', ms(p.directSmall.p50), ms(p.directLarge.p50), ms(p.directLarge.p99), ms(p.directPerEventMs)],
-          ['added by the gateway', '', '', '', `${ms(p.addedPerEventMs.p50)} p50, ${ms(p.addedPerEventMs.p90)} p90 (from medians: ${ms(p.addedPerEventFromMediansMs)})`],
+          row('direct', p.directSmall, p.directLarge, p.directPerEventMs),
+          p.nginx === undefined ? ['via nginx', '', '', '', '', ''] : row('via nginx', p.nginx.small, p.nginx.large, p.nginx.perEventMs),
+          row('gateway', p.gatewaySmall, p.gatewayLarge, p.gatewayPerEventMs),
+          ['added by the gateway', '', '', '', '', `${ms(p.addedPerEventMs.p50)} p50, ${ms(p.addedPerEventMs.p90)} p90 (from medians: ${ms(p.addedPerEventFromMediansMs)})`],
+          ['added by nginx', '', '', '', '', p.nginx === undefined ? '' : `${ms(p.nginx.addedPerEventMs.p50)} p50, ${ms(p.nginx.addedPerEventMs.p90)} p90`],
+          ['gateway ÷ nginx, per event', '', '', '', '', p.nginx === undefined ? '' : ratio(p.gatewayPerEventMs / p.nginx.perEventMs)],
         ],
       ),
       '',
@@ -381,8 +517,8 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
       'Each level first initializes its new sessions (route to the JSON upstream: initialize is a pass-through), waits for RSS',
       'to settle, then opens one GET per new session and waits again; per stream = Σ(after − before) / streams.',
       'A session holds one GET stream at a time (a second one, fresh or resumed, supersedes the first), so each stream',
-      "carries its session's upstream GET listener on this instance: an upstream socket, a pump, and a lease renewed",
-      "every third of its TTL. The 'idle' columns are measured over 5 s after RSS settled.",
+      "carries its session's upstream GET listener on this instance: an upstream socket and a pump (no timer: writer",
+      "liveness is per instance). The 'idle' columns are measured over 5 s after RSS settled.",
       'Settled RSS is read once it stops moving; it carries whatever garbage V8 has not collected yet. Then the benchmark',
       "forces two full GCs through the gateway's inspector (loopback, random port), reads V8 heap in use (retained objects)",
       'and, 2 s later, RSS again. All per-stream figures are Σ(after − before) over levels / streams, in KiB.',
@@ -398,8 +534,56 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
       '',
     );
   }
+  if (r.takeover !== undefined) out.push(...renderTakeover(r.takeover));
   out.push(`runtime: ${runtimeS.toFixed(0)} s, of which ${waitedS.toFixed(0)} s waiting for a quiet machine`);
   return out.join('\n');
+}
+
+function renderTakeover(t: TakeoverResult): string[] {
+  const o = t.outcomes;
+  const line = (name: string, x: Summary95, target: string): string[] => [name, String(x.n), ms(x.p50), ms(x.p95), ms(x.p99), ms(x.max), target];
+  const of = (pick: (round: TakeoverResult['rounds'][number]) => number): Summary95 =>
+    summarize95(t.rounds.map(pick).filter((x) => Number.isFinite(x)));
+  return [
+    `## 5. Takeover after SIGKILL of the writer (ms from the kill; ${t.rounds.length} rounds, each capped at ${t.roundTimeoutMs / 1000} s)`,
+    '',
+    `Today's lease TTL (--lease-ttl default, services/gateway/src/config.ts): ${t.leaseTtl ?? 'n/a (no lease)'}.`,
+    `Outcomes: ${o.continued} continued, ${o.ended} ended explicitly, ${o.timeout} timed out, ${o.failed} failed to run.`,
+    '',
+    table(
+      ['from the kill to', 'n', 'p50', 'p95', 'p99', 'max', 'target'],
+      [
+        line('the next new event at the client', t.toNextEventMs, `p50 ≤ ${TARGET.takeoverP50Ms} ms, p99 ≤ ${TARGET.takeoverP99Ms / 1000} s`),
+        line('the first new event the log stored after the kill', t.toFirstAfterKillMs, ''),
+        line("the resume's HTTP answer (on the other gateway)", of((x) => x.answeredMs), ''),
+        line("the resume's acknowledgment frame", of((x) => x.ackMs), ''),
+      ],
+    ),
+    '',
+    table(
+      ['round', 'killed after', 'outcome', 'verdict', 'answered', 'next event', 'first stored after kill', 'new events stored before kill', 'duplicates'],
+      t.rounds.map((x) => [
+        String(x.round),
+        `${x.killedAfterEvents} events`,
+        x.outcome,
+        x.verdict,
+        ms(x.answeredMs),
+        ms(x.toNextEventMs),
+        ms(x.toFirstAfterKillMs),
+        String(x.storedBeforeKill),
+        String(x.duplicates),
+      ]),
+    ),
+    '',
+    `Each round: a fresh writer gateway W (own process, new port, new instance id) and one reader gateway R, on one nats-server and the SDK upstream with`,
+    `its event store. A raw node:http client (no reconnection backoff) calls stream_progress on W (one event every ${t.eventIntervalMs} ms), SIGKILLs W by pid`,
+    'in the tick its Nth event arrives (N drawn per round, so the kill lands at every phase of the writer\'s periodic work), and at once resumes on R with',
+    "Last-Event-ID = that event's id. Frames with empty data (the resume's priming echo of the cursor) and `event: resume` frames are not events.",
+    "'first stored after the kill': the first new event whose JetStream timestamp is later than the kill, i.e. one the new writer recorded; a new",
+    'event stored before the kill was appended by W just before it died and needed no takeover.',
+    `Other load on the machine while rounds waited for the takeover: ${t.otherCores.toFixed(2)} cores.`,
+    '',
+  ];
 }
 
 async function serverVersion(url: string): Promise<string> {

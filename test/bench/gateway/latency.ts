@@ -1,7 +1,8 @@
 /**
  * Figure 1: tools/call `echo` latency through the gateway beside the same
- * upstream called directly, with the same client, calls alternating between
- * the two so drift hits both alike.
+ * upstream called directly and through a plain proxy (nginx, when there is
+ * one), with the same client on every side, the calls of one round in an
+ * order that rotates so drift and GC hit every side alike.
  */
 import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -11,19 +12,28 @@ import type { Summary } from '../stats.js';
 import { natsCounters, withCpu } from './cpu.js';
 import type { Processes } from './cpu.js';
 import { createEndpoint, initialize, post } from './raw-mcp.js';
+import { summarize95 } from './summary.js';
+import type { Summary95 } from './summary.js';
 
 export interface LatencyRow {
   /** What the upstream answers with and which client calls. */
   readonly name: string;
   readonly client: 'sdk' | 'raw';
   readonly upstreamAnswer: 'sse' | 'json';
-  readonly gateway: Summary;
-  readonly direct: Summary;
+  readonly gateway: Summary95;
+  readonly direct: Summary95;
+  /** The same upstream through nginx; undefined when nginx is missing or did not start. */
+  readonly nginx: Summary95 | undefined;
   /** gateway p50 / direct p50. */
   readonly ratioP50: number;
   readonly ratioP99: number;
-  /** Per process: CPU ms per measured call pair (one gateway call and one direct call). */
-  readonly cpuMsPerPair: Record<string, number>;
+  /** gateway / nginx, p50 and p99 (NaN without nginx). */
+  readonly ratioToNginxP50: number;
+  readonly ratioToNginxP99: number;
+  /** nginx p50 / direct p50: what a plain hop costs (NaN without nginx). */
+  readonly nginxRatioP50: number;
+  /** Per process: CPU ms per measured round (one call each way: direct, gateway, and nginx when present). */
+  readonly cpuMsPerRound: Record<string, number>;
   /** Cores used by everything else on the machine meanwhile. */
   readonly otherCores: number;
   /** nats-server counters per gateway call (only the gateway talks to NATS while this runs). */
@@ -36,6 +46,8 @@ export interface LatencyOptions {
   readonly upstreamAnswer: 'sse' | 'json';
   readonly gatewayUrl: string;
   readonly directUrl: string;
+  /** The same upstream behind nginx; omitted: no nginx column. */
+  readonly nginxUrl?: string;
   readonly warmup: number;
   readonly calls: number;
   readonly processes: Processes;
@@ -45,44 +57,57 @@ export interface LatencyOptions {
 /** One call; resolves with its latency in ms (start to the JSON-RPC response). */
 type Call = () => Promise<number>;
 
+type Side = 'direct' | 'gateway' | 'nginx';
+
 export async function measureLatency(options: LatencyOptions): Promise<LatencyRow> {
-  const [viaGateway, direct] = await Promise.all([caller(options.client, options.gatewayUrl), caller(options.client, options.directUrl)]);
+  const urls: [Side, string][] = [
+    ['direct', options.directUrl],
+    ['gateway', options.gatewayUrl],
+    ...(options.nginxUrl === undefined ? [] : [['nginx', options.nginxUrl] as [Side, string]]),
+  ];
+  const callers = await Promise.all(urls.map(async ([side, url]) => ({ side, samples: [] as number[], ...(await caller(options.client, url)) })));
   try {
-    for (let i = 0; i < options.warmup; i += 1) {
-      await direct.call();
-      await viaGateway.call();
-    }
-    const g: number[] = [];
-    const d: number[] = [];
+    for (let i = 0; i < options.warmup; i += 1) for (const c of callers) await c.call();
     const natsBefore = await natsCounters(options.natsMonitorPort);
     const run = await withCpu(options.processes, async () => {
       for (let i = 0; i < options.calls; i += 1) {
-        // Alternate which goes first, so neither always follows the other's GC.
-        const pair: [Call, number[]][] = i % 2 === 0 ? [[direct.call, d], [viaGateway.call, g]] : [[viaGateway.call, g], [direct.call, d]];
-        for (const [call, samples] of pair) samples.push(await call());
+        // Rotate which goes first, so no side always follows the same one (or its GC).
+        for (let j = 0; j < callers.length; j += 1) {
+          const c = callers[(i + j) % callers.length]!;
+          c.samples.push(await c.call());
+        }
       }
     });
     const natsAfter = await natsCounters(options.natsMonitorPort);
-    const gateway = summarize(g);
-    const directSummary = summarize(d);
+    const of = (side: Side): Summary95 | undefined => {
+      const c = callers.find((x) => x.side === side);
+      return c === undefined ? undefined : summarize95(c.samples);
+    };
+    const gateway = of('gateway')!;
+    const directSummary = of('direct')!;
+    const nginx = of('nginx');
     return {
       name: options.name,
       client: options.client,
       upstreamAnswer: options.upstreamAnswer,
       gateway,
       direct: directSummary,
+      nginx,
       ratioP50: gateway.p50 / directSummary.p50,
       ratioP99: gateway.p99 / directSummary.p99,
+      ratioToNginxP50: gateway.p50 / (nginx?.p50 ?? Number.NaN),
+      ratioToNginxP99: gateway.p99 / (nginx?.p99 ?? Number.NaN),
+      nginxRatioP50: (nginx?.p50 ?? Number.NaN) / directSummary.p50,
       otherCores: run.otherMs / run.wallMs,
       natsPerCall: {
         inMsgs: (natsAfter.inMsgs - natsBefore.inMsgs) / options.calls,
         outMsgs: (natsAfter.outMsgs - natsBefore.outMsgs) / options.calls,
         apiCalls: (natsAfter.apiTotal - natsBefore.apiTotal) / options.calls,
       },
-      cpuMsPerPair: Object.fromEntries(Object.entries(run.cpuMs).map(([name, used]) => [name, used / options.calls])),
+      cpuMsPerRound: Object.fromEntries(Object.entries(run.cpuMs).map(([name, used]) => [name, used / options.calls])),
     };
   } finally {
-    await Promise.all([viaGateway.close(), direct.close()]);
+    await Promise.all(callers.map((c) => c.close()));
   }
 }
 
