@@ -2,6 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Counter } from '@opentelemetry/api';
 import { HttpHeader } from '@tether/protocol';
+import { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
 
 const tracer = trace.getTracer('tether-gateway');
 
@@ -23,41 +25,147 @@ export class UpstreamError extends Error {
   readonly code = 'upstream_unreachable';
 }
 
+/** An upstream's answer to `callUpstream`: what the handlers and the pump read of it, nothing more. */
+export interface UpstreamAnswer {
+  readonly status: number;
+  /** Every response header, names in lower case; a repeated one (`set-cookie`) as an array. */
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** One header (a lower-case name), repeats joined with `, `; undefined when absent. */
+  header(name: string): string | undefined;
+  /**
+   * The body as it arrives, never buffered: an SSE answer streams for as long
+   * as the upstream sends. Read it once. It throws when the connection breaks
+   * or the call's `signal` aborts; returning its iterator early closes it.
+   */
+  readonly body: AsyncIterable<Uint8Array>;
+  /** The whole body (JSON and error answers). */
+  bytes(): Promise<Buffer>;
+  /**
+   * Discards the body: read to its end when that comes within 64 KiB and
+   * 1 s, so the connection goes back to the pool, closed otherwise. Resolves
+   * when done; never rejects.
+   */
+  cancel(): Promise<void>;
+}
+
+/** What `cancel()` reads of a body before it closes the connection instead. */
+const CANCEL_DRAIN_BYTES = 64 * 1024;
+const CANCEL_DRAIN_MS = 1_000;
+/** How long `closeUpstreamPool` lets calls still in flight finish. */
+const CLOSE_GRACE_MS = 1_000;
+
+/**
+ * Every `callUpstream` goes through one undici `Agent`: keep-alive
+ * connections per upstream origin, `request()` rather than `fetch`: no
+ * WHATWG Request, Response, Headers or body stream per call. Measured on
+ * loopback, sequential small calls: 0.20 ms of client CPU per call, against
+ * 0.26 ms for `node:http` with a keep-alive agent and 0.57 ms for `fetch`
+ * (which keeps connections alive too: the objects are its cost). Connections per
+ * origin are unlimited on purpose: an SSE answer holds its connection for
+ * as long as the upstream streams (up to the request deadline), and a limit
+ * would queue short calls behind those. Idle connections close after the
+ * upstream's keep-alive hint less 2 s, or 4 s without one (undici's
+ * defaults), and never hold the process open (undici unrefs idle sockets).
+ * Headers and bodies keep undici's 300 s timeouts (a body: between two
+ * chunks), as `fetch` had them.
+ * The long-lived GET streams are on `node:http` (upstream-stream.ts), so
+ * they never occupy a connection here.
+ */
+let pool: Agent | undefined;
+
+function upstreamPool(): Agent {
+  pool ??= new Agent();
+  return pool;
+}
+
+/**
+ * Closes the upstream connection pool: idle connections at once, calls in
+ * flight when they finish (at most 1 s is waited for them; they are
+ * never cut). A later call opens a fresh pool, so closing one gateway in a
+ * process that runs others costs those no more than a reconnect.
+ */
+export async function closeUpstreamPool(): Promise<void> {
+  const closing = pool;
+  pool = undefined;
+  if (closing === undefined) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([closing.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS).unref()))]);
+  clearTimeout(timer);
+}
+
 /**
  * One HTTP call to an upstream, in a client span whose `traceparent` goes
- * with the request. Network failures become `UpstreamError` naming the URL
- * (never the body) and count in `errors` when given.
+ * with the request, on the pooled keep-alive connections. Sends no
+ * `Accept-Encoding` and decodes nothing: the body is the upstream's bytes.
+ * Network failures become `UpstreamError` naming the URL (never the body)
+ * and count in `errors` when given; an aborted `signal` rejects with its
+ * reason, uncounted.
  */
 export async function callUpstream(
   url: string,
   init: { method: string; headers: Record<string, string>; body?: Buffer; signal?: AbortSignal; errors?: Counter },
-): Promise<Response> {
-  const span = tracer.startSpan('mcp.upstream', { kind: SpanKind.CLIENT, attributes: { 'http.request.method': init.method, 'server.address': new URL(url).host } });
+): Promise<UpstreamAnswer> {
+  const target = new URL(url);
+  const span = tracer.startSpan('mcp.upstream', { kind: SpanKind.CLIENT, attributes: { 'http.request.method': init.method, 'server.address': target.host } });
   const headers = { ...init.headers };
   propagation.inject(trace.setSpan(context.active(), span), headers);
   try {
-    const res = await fetch(url, {
-      method: init.method,
+    const res = await upstreamPool().request({
+      origin: target.origin,
+      path: `${target.pathname}${target.search}`,
+      method: init.method as Dispatcher.HttpMethod,
       headers,
       ...(init.body === undefined ? {} : { body: init.body }),
       ...(init.signal === undefined ? {} : { signal: init.signal }),
     });
-    span.setAttribute('http.response.status_code', res.status);
-    if (res.status >= 500) init.errors?.add(1, { reason: `status_${res.status}` });
-    return res;
+    span.setAttribute('http.response.status_code', res.statusCode);
+    if (res.statusCode >= 500) init.errors?.add(1, { reason: `status_${res.statusCode}` });
+    return answerOf(res);
   } catch (err) {
     span.setStatus({ code: SpanStatusCode.ERROR });
     if (init.signal?.aborted === true) throw err;
     init.errors?.add(1, { reason: 'unreachable' });
-    throw new UpstreamError(`upstream ${url} did not answer: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`, { cause: err });
+    const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error) : (err as Error);
+    throw new UpstreamError(`upstream ${url} did not answer: ${cause.message}`, { cause: err });
   } finally {
     // The span covers the wait for the answer's headers; the body is the pump's.
     span.end();
   }
 }
 
-export function isEventStream(res: Response): boolean {
-  return (res.headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+function answerOf(res: Dispatcher.ResponseData): UpstreamAnswer {
+  const { body } = res;
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    header(name) {
+      const value = res.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+    body,
+    async bytes() {
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    },
+    async cancel() {
+      await body.dump({ limit: CANCEL_DRAIN_BYTES, signal: AbortSignal.timeout(CANCEL_DRAIN_MS) }).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * A `text/event-stream` answer whose bytes are the events themselves. We
+ * send no `Accept-Encoding`, so an encoded body is not one we can parse
+ * (nor record): it is not an event stream here.
+ */
+export function isEventStream(answer: UpstreamAnswer): boolean {
+  return (answer.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream') && isIdentity(answer);
+}
+
+/** No `Content-Encoding`, or `identity`. */
+export function isIdentity(answer: UpstreamAnswer): boolean {
+  return ['', 'identity'].includes((answer.header('content-encoding') ?? '').toLowerCase());
 }
 
 /** Round robin over a route's replicas, for new sessions only: a session stays with its upstream. */

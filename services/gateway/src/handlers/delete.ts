@@ -22,7 +22,7 @@ export async function handleDelete(ctx: GatewayContext, route: Route, req: Incom
   if (session.meta[Meta.route] !== route.path) return replyError(res, unknownSession());
   try {
     const answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'DELETE', headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]), errors: ctx.metrics.upstreamErrors });
-    await answer.body?.cancel().catch(() => undefined);
+    await answer.cancel();
   } catch (err) {
     // The upstream may be gone; our session ends regardless.
     ctx.logger.warn({ sessionId, err: (err as Error).message }, 'upstream DELETE failed');

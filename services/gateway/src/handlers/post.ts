@@ -10,7 +10,8 @@ import { BodyError, header, isInitialize, isRequest, parseMessages, principalOf,
 import type { JsonRpcMessage } from '../http/request.js';
 import { withMessageTrace } from '../http/tracing.js';
 import { startPostStream } from '../streams/post-stream.js';
-import { callUpstream, forwardHeaders, isEventStream, UpstreamError } from '../upstream.js';
+import { callUpstream, forwardHeaders, isEventStream, isIdentity, UpstreamError } from '../upstream.js';
+import type { UpstreamAnswer } from '../upstream.js';
 import { serveFromLog } from './serve-stream.js';
 
 export async function handlePost(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -58,13 +59,13 @@ function messageTraceparent(messages: JsonRpcMessage[]): string | undefined {
 async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
   const upstream = ctx.pickers.get(route.path)!.pick();
   const abort = new AbortController();
-  let answer: Response;
+  let answer: UpstreamAnswer;
   try {
     answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
-  if (!answer.ok) return relay(res, answer, {});
+  if (answer.status < 200 || answer.status > 299) return relay(res, answer, {});
   const init = messages.find(isInitialize);
   const requested = (init?.params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
   let session: SessionRecord;
@@ -72,7 +73,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     session = await ctx.log.createSession(principalOf(req, ctx.config.identityHeader), {
       [Meta.route]: route.path,
       [Meta.upstream]: upstream,
-      [Meta.upstreamSessionId]: answer.headers.get(HttpHeader.sessionId) ?? '',
+      [Meta.upstreamSessionId]: answer.header(HttpHeader.sessionId) ?? '',
       [Meta.protocolVersion]: typeof requested === 'string' ? requested.slice(0, 32) : '',
     });
     // The GET stream always has a head, so a fresh GET can prime its client with a real cursor.
@@ -81,10 +82,10 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     abort.abort();
     if (isSessionLogError(err, 'too_many_sessions')) ctx.metrics.sessionsRefused.add(1, { reason: err.code });
     // The upstream made a session that no client will ever name: end it there too.
-    const upstreamSessionId = answer.headers.get(HttpHeader.sessionId);
-    if (upstreamSessionId !== null) {
+    const upstreamSessionId = answer.header(HttpHeader.sessionId);
+    if (upstreamSessionId !== undefined) {
       void callUpstream(upstream, { method: 'DELETE', headers: forwardHeaders(req, upstreamSessionId), errors: ctx.metrics.upstreamErrors })
-        .then((r) => r.body?.cancel())
+        .then((r) => r.cancel())
         .catch(() => undefined);
     }
     return replyError(res, fromLogError(err));
@@ -95,7 +96,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
 
 async function forward(ctx: GatewayContext, session: SessionRecord, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
   const abort = new AbortController();
-  let answer: Response;
+  let answer: UpstreamAnswer;
   try {
     answer = await callUpstream(session.meta[Meta.upstream]!, {
       method: 'POST',
@@ -109,7 +110,7 @@ async function forward(ctx: GatewayContext, session: SessionRecord, req: Incomin
   }
   if (answer.status === 404) {
     // The upstream forgot the session: so do we, everywhere, and the client re-initializes.
-    await answer.body?.cancel().catch(() => undefined);
+    await answer.cancel();
     await ctx.log.closeSession(session.sessionId, ctx.config.instanceId).catch(() => false);
     return replyError(res, unknownSession());
   }
@@ -122,11 +123,17 @@ async function answerFromUpstream(
   session: SessionRecord,
   req: IncomingMessage,
   res: ServerResponse,
-  answer: Response,
+  answer: UpstreamAnswer,
   messages: JsonRpcMessage[],
   abort: AbortController,
 ): Promise<void> {
   const ours = { [HttpHeader.sessionId]: session.sessionId };
+  if (!isIdentity(answer) && (answer.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) {
+    // We asked for no encoding: an encoded event stream can be neither
+    // recorded nor relayed whole (it may stream for minutes).
+    abort.abort();
+    return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `upstream answered with an encoded event stream (content-encoding: ${answer.header('content-encoding')!.slice(0, 32)}) though none was asked for` });
+  }
   if (!isEventStream(answer) || answer.status !== 200) return relay(res, answer, ours);
   if (ctx.local.deliveriesOf(session.sessionId) >= ctx.config.maxStreamsPerSession) {
     abort.abort();
@@ -152,13 +159,14 @@ async function answerFromUpstream(
 }
 
 /** Copies a non-stream upstream answer to the client, replacing the upstream's session id with ours. */
-async function relay(res: ServerResponse, answer: Response, extra: Record<string, string>): Promise<void> {
+async function relay(res: ServerResponse, answer: UpstreamAnswer, extra: Record<string, string>): Promise<void> {
   const headers: Record<string, string> = { ...extra };
-  for (const name of ['content-type', HttpHeader.protocolVersion, 'www-authenticate', 'retry-after']) {
-    const value = answer.headers.get(name);
-    if (value !== null) headers[name] = value;
+  // Content-Encoding too: the body is the upstream's bytes, decoded by nobody here.
+  for (const name of ['content-type', 'content-encoding', HttpHeader.protocolVersion, 'www-authenticate', 'retry-after']) {
+    const value = answer.header(name);
+    if (value !== undefined) headers[name] = value;
   }
-  const payload = Buffer.from(await answer.arrayBuffer());
+  const payload = await answer.bytes();
   res.writeHead(answer.status, { ...headers, 'content-length': payload.length });
   res.end(payload);
 }
@@ -166,22 +174,41 @@ async function relay(res: ServerResponse, answer: Response, extra: Record<string
 /** The stateless era: forwarded and answered untouched (no session, no log). */
 async function passThrough(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
   const upstream = ctx.pickers.get(route.path)!.pick();
-  let answer: Response;
+  let answer: UpstreamAnswer;
   try {
     answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
-  const headers: Record<string, string> = {};
-  answer.headers.forEach((value, name) => {
-    if (!['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)) headers[name] = value;
-  });
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
+  }
   res.writeHead(answer.status, headers);
-  if (answer.body === null) return void res.end();
   for await (const chunk of answer.body) {
-    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve));
+    // The client went away: leaving the loop closes the body (and its upstream connection).
+    if (!res.write(chunk) && !(await drained(res))) return;
   }
   res.end();
+}
+
+/** Headers of one connection, not of the answer (Content-Length too: the pass-through streams chunked). */
+const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
+
+/** True once `res` can take writes again; false when it closed first (the client is gone). */
+function drained(res: ServerResponse): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => () => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = done(true);
+    const onClose = done(false);
+    res.once('drain', onDrain);
+    res.once('close', onClose);
+  });
 }
 
 function upstreamFailure(err: unknown): Parameters<typeof replyError>[1] {

@@ -5,8 +5,9 @@ import type { SessionRecord, StreamReader } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import { openUpstreamStream } from '../upstream-stream.js';
-import { keepLease } from './lease-keeper.js';
+import type { UpstreamAnswer } from '../upstream.js';
 import { pumpStream } from './pump.js';
+import type { PumpOutcome } from './pump.js';
 
 /** What a POST stream's opening `prime` event carries: the requests it must answer (read back on takeover). */
 export interface StreamOpening {
@@ -16,15 +17,15 @@ export interface StreamOpening {
 /**
  * Turns an upstream SSE answer into a logged stream: a fresh stream id, a
  * reader opened before anything is stored (so serving the client needs no
- * replay), a lease, the opening `prime` event (appended before the client is
- * answered, so its id is a cursor from the first byte), then the pump in the
- * background. Returns the stream id and the reader; the caller serves the
+ * replay), the opening `prime` event stamped with this instance's writer id
+ * (appended before the client is answered, so its id is a cursor from the
+ * first byte; no lease, no other write), then the pump in the background. Returns the stream id and the reader; the caller serves the
  * client from the log with it.
  */
 export async function startPostStream(
   ctx: GatewayContext,
   session: SessionRecord,
-  upstream: Response,
+  upstream: UpstreamAnswer,
   requestIds: readonly string[],
   abort: AbortController,
   protocolVersion: string | undefined,
@@ -33,10 +34,9 @@ export async function startPostStream(
   const { sessionId } = session;
   const reader = ctx.log.openReader(session, stream);
   try {
-    const lease = await ctx.log.acquireLease(sessionId, stream, ctx.config.instanceId, ctx.config.leaseTtlMs);
     const opening: StreamOpening = { requests: [...requestIds] };
-    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)), { opensStream: session });
-    runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, lease, protocolVersion);
+    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)), { opensStream: session, writer: ctx.writerId });
+    runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, protocolVersion);
   } catch (err) {
     reader.close();
     throw err;
@@ -44,7 +44,10 @@ export async function startPostStream(
   return { stream, reader };
 }
 
-/** Runs a pump under a lease and a deadline, and registers it so drain and close can stop it. */
+/**
+ * Runs a pump under a deadline, registered so that drain and close can stop
+ * it and so that this instance's presence answers "writing" for it.
+ */
 export function runPump(
   ctx: GatewayContext,
   session: SessionRecord,
@@ -53,15 +56,10 @@ export function runPump(
   outstanding: Set<string>,
   lastUpstreamId: string | undefined,
   abort: AbortController,
-  lease: Parameters<typeof keepLease>[1],
   protocolVersion: string | undefined,
 ): void {
   const { sessionId } = session;
   const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
-  const keeper = keepLease(ctx.log, lease, ctx.config.leaseTtlMs, (err) => {
-    logger.warn({ err: (err as Error).message }, 'lost the writer lease: stopping the pump');
-    abort.abort('stopped');
-  });
   const deadline = setTimeout(() => abort.abort('deadline'), ctx.config.requestDeadlineMs);
   deadline.unref();
   const span = ctx.tracer.startSpan('tether.record', { attributes: { 'tether.stream': stream, 'tether.instance': ctx.config.instanceId } });
@@ -72,6 +70,7 @@ export function runPump(
     logger,
     sessionId,
     stream,
+    writer: ctx.writerId,
     outstanding,
     body,
     lastUpstreamId,
@@ -82,15 +81,28 @@ export function runPump(
     ...(traceparent === undefined ? {} : { traceparent }),
     onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
     counters,
-  }).then(async (outcome) => {
+  }).then((outcome) => {
     clearTimeout(deadline);
-    await keeper.release();
     span.setAttributes({ 'tether.outcome': outcome, 'tether.events': counters.appended });
     span.end();
     logger.info({ outcome, events: counters.appended }, 'stream recorded');
     return outcome;
   });
   ctx.local.addWriter({ sessionId, stream, abort, done });
+  // After addWriter: the registry forgets the pump first, so a prober that
+  // acts on the message hears "not writing".
+  void done.then((outcome) => releaseIfUnfinished(ctx, sessionId, stream, outcome));
+}
+
+/**
+ * A pump that stopped without the stream's end marker (drain, a failed
+ * log) tells every instance serving the stream, so a reader there takes it
+ * over now rather than at its next liveness tick. A `conflict` means another
+ * writer holds the stream already: nothing to hand over.
+ */
+export function releaseIfUnfinished(ctx: GatewayContext, sessionId: string, stream: string, outcome: PumpOutcome): void {
+  if (outcome !== 'stopped' && outcome !== 'log_failed') return;
+  ctx.log.publishControl({ type: 'released', sessionId, stream, from: ctx.config.instanceId });
 }
 
 /**
