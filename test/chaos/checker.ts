@@ -12,9 +12,9 @@
  * - `unfinished`: the client stopped first (the run ended, its patience ran out).
  *
  * Rules for one response (DESIGN sections 1, 5, 7, 8): a fresh POST starts at
- * seq 1 (its `prime`); a resume may first echo its cursor as an id-only
- * priming event, then must deliver seq cursor+1, cursor+2, ... of the same
- * epoch and stream; a fresh GET starts with the head's id (priming) and goes
+ * seq 1 (its `prime`); a resume opens with its acknowledgment (`event:
+ * resume`, the cursor as id, `next_seq` = cursor seq + 1), then must
+ * deliver seq cursor+1, cursor+2, ... of the same epoch and stream; a fresh GET starts with the head's id (priming) and goes
  * on from there. Every delivered id must name the log's event at that seq
  * (same pos, same epoch) with the same payload.
  */
@@ -193,8 +193,14 @@ export function check(input: CheckInput): CheckResult {
           continue;
         }
         epoch ??= id.epoch;
-        // A resume's priming event repeats the cursor (id only): the client keeps its place.
-        if (i === 0 && ex.cursor !== undefined && event.id === ex.cursor && event.meaning.t === 'empty') continue;
+        // A resume's acknowledgment repeats the cursor as its id: the client keeps its place.
+        if (event.ack !== undefined) {
+          const want = cursor?.ok === true ? { verdict: 'resumed', stream: cursor.value.stream, next_seq: cursor.value.seq + 1 } : undefined;
+          if (i !== 0 || event.id !== ex.cursor) v('bad_resume_ack', ex, event.id, ex.cursor, 'a resume acknowledgment that does not open a resume of its cursor');
+          else if (!event.ack.ok) v('bad_resume_ack', ex, event.id, undefined, event.ack.reason);
+          else if (JSON.stringify(event.ack.value) !== JSON.stringify(want)) v('bad_resume_ack', ex, event.id, JSON.stringify(want), `the acknowledgment says ${JSON.stringify(event.ack.value)}`);
+          continue;
+        }
         if (expected === undefined) {
           // A fresh GET starts after the stream's head: its priming event carries the
           // head's id with empty data, a cursor, not a delivery of that event.

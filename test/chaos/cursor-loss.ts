@@ -10,10 +10,10 @@ import { bump } from './util.js';
 
 /**
  * A resumed response that broke (network error, cut) after delivering only
- * its priming event, the cursor echoed back, and after which the SDK client
+ * its resume acknowledgment (the cursor as its id), and after which the SDK client
  * reconnected *without* `Last-Event-ID`: the client lost its cursor. The
- * gateway echoes the cursor precisely so the SDK keeps it (it only keeps ids
- * seen on the current response); if the echo never reached the SDK, a POST
+ * acknowledgment carries the cursor precisely so the SDK keeps it (it only keeps ids
+ * seen on the current response); if it never reached the SDK, a POST
  * stream is never resumed again (its request waits for its timeout, with no
  * verdict) and the GET stream restarts from the head (events recorded in
  * between never reach the application). Those two are violations; a GET
@@ -36,7 +36,7 @@ export function cursorLosses(
   for (const list of byClient.values()) {
     for (const [i, ex] of list.entries()) {
       if (ex.method !== 'GET' || ex.cursor === undefined || (ex.end !== 'broken' && ex.end !== 'cut') || ex.status !== 200) continue;
-      if (!ex.events.every((e) => e.id === ex.cursor && e.meaning.t === 'empty')) continue;
+      if (!ex.events.every((e) => e.id === ex.cursor && e.ack !== undefined)) continue;
       const cursor = decodeEventId(ex.cursor);
       if (!cursor.ok) continue;
       const ended = ex.endedAt ?? ex.startedAt;

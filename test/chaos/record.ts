@@ -4,8 +4,8 @@
  * and payload digest), and every tool call's outcome as the client
  * application saw it. The checker works only from these records and the log.
  */
-import { SseParser } from '@tether/protocol';
-import type { SseMessage } from '@tether/protocol';
+import { SseParser, isResumeAck, parseResumeAck } from '@tether/protocol';
+import type { DecodeResult, ResumeAck, SseMessage } from '@tether/protocol';
 import { digest, meaningOf } from './util.js';
 import type { Meaning } from './util.js';
 
@@ -17,6 +17,8 @@ export interface DeliveredEvent {
   readonly hasData: boolean;
   readonly digest: string;
   readonly meaning: Meaning;
+  /** On a resume acknowledgment (`event: resume`): its data, parsed. */
+  readonly ack?: DecodeResult<ResumeAck>;
 }
 
 /** Facts of a POST body. */
@@ -173,7 +175,8 @@ export function recordJsonBody(exchange: Exchange, text: string): void {
 /** Turns parsed SSE messages into delivered events; blocks with neither id nor data (a bare `retry:`) carry nothing. */
 export function toDelivered(msg: SseMessage): DeliveredEvent | undefined {
   if (msg.id === undefined && !msg.hasData) return undefined;
-  return { id: msg.id, hasData: msg.hasData, digest: digest(msg.data), meaning: meaningOf(msg.data) };
+  const event = { id: msg.id, hasData: msg.hasData, digest: digest(msg.data), meaning: meaningOf(msg.data) };
+  return isResumeAck(msg) ? { ...event, ack: parseResumeAck(msg.data) } : event;
 }
 
 /** An incremental SSE recorder for one response body. */

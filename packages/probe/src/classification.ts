@@ -12,6 +12,8 @@ export const Classification = {
   fork: 'fork',
   /** The resumed (or original) stream lost its `id:` fields. */
   fallbackWithoutIds: 'fallback_without_ids',
+  /** The resume acknowledgment (`event: resume`) is malformed or contradicts the stream it opens. */
+  malformedAck: 'malformed_ack',
   /** The server refused the resume in a way a client can see (a status or a `Tether-Resume` verdict). */
   explicitRefusal: 'explicit_refusal',
   /** The stream carries no ids at all: clients cannot resume it, and know it. */
@@ -21,7 +23,7 @@ export type Classification = (typeof Classification)[keyof typeof Classification
 
 /** Classifications that a client's happy path cannot see: the CLI exits 1 on them. */
 export function isSilent(c: Classification): boolean {
-  return c === 'replay_from_zero' || c === 'gap' || c === 'fork' || c === 'fallback_without_ids';
+  return c === 'replay_from_zero' || c === 'gap' || c === 'fork' || c === 'fallback_without_ids' || c === 'malformed_ack';
 }
 
 /** The classification a guard finding stands for. */
@@ -37,6 +39,8 @@ export function classificationOf(code: ResumeViolationCode): Classification {
       return Classification.fallbackWithoutIds;
     case ResumeViolationCode.explicitRefusal:
       return Classification.explicitRefusal;
+    case ResumeViolationCode.malformedAck:
+      return Classification.malformedAck;
   }
 }
 
@@ -61,6 +65,10 @@ export const GUIDANCE: Readonly<Record<Classification, { readonly means: string;
   fallback_without_ids: {
     means: 'The stream lost its id: fields, so the client has no cursor: the next reconnect replays or loses events, and nothing says so.',
     todo: 'Send an id with every event on every stream, including replays and fallbacks behind proxies; check what sits between client and server.',
+  },
+  malformed_ack: {
+    means: 'The resumed stream opened with a resume acknowledgment (event: resume) that does not say what it must: the cursor as its id, data {"verdict":"resumed","stream":…,"next_seq":…}, and a next_seq the first event carries. A client cannot tell where the server resumed.',
+    todo: 'Send the acknowledgment exactly as @tether/protocol encodeResumeAck writes it, or none at all; check what rewrites the stream on its way.',
   },
   explicit_refusal: {
     means: 'The server refused the resume in a way clients can see. Spec clients start a new session on 404; the events after the cursor are lost, but nobody is misled.',

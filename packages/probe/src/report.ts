@@ -31,7 +31,8 @@ export function formatHuman(r: ProbeReport): string {
   if (r.resume !== null) {
     const s = r.resume;
     const header = s.tetherResume === null ? '' : `, Tether-Resume: ${s.tetherResume}`;
-    lines.push(`  - resume: HTTP ${s.status} ${s.contentType ?? ''}${header}; ${s.events} event(s), first id ${s.firstEventId ?? 'none'}`);
+    const ack = s.ack === null ? '' : `; resume acknowledgment (event: resume) ${s.ack.verdict}, next_seq ${s.ack.next_seq}`;
+    lines.push(`  - resume: HTTP ${s.status} ${s.contentType ?? ''}${header}${ack}; ${s.events} event(s), first id ${s.firstEventId ?? 'none'}`);
   }
   if (r.unknownCursor !== null) lines.push(`  - unknown cursor: ${cursorLine(r.unknownCursor)}`);
   if (r.malformedCursor !== null) lines.push(`  - malformed cursor: ${cursorLine(r.malformedCursor)}`);

@@ -1,4 +1,5 @@
-import { HttpHeader } from '@tether/protocol';
+import { HttpHeader, isResumeAck, parseResumeAck } from '@tether/protocol';
+import type { ResumeAck } from '@tether/protocol';
 import { StreamCheck, shapeOf } from '@tether/resume-guard';
 import type { IdKind, StreamFinding, StreamHistory } from '@tether/resume-guard';
 import { ProbeError, ProbeErrorCode } from './errors.js';
@@ -34,8 +35,12 @@ export interface ResumeSummary {
   readonly status: number;
   readonly contentType: string | null;
   readonly tetherResume: string | null;
+  /** The first id after the cursor (the resume acknowledgment is not an event). */
   readonly firstEventId: string | null;
   readonly expectedEventId: string | null;
+  /** The server's resume acknowledgment (`event: resume`), when it sent a well-formed one. */
+  readonly ack: ResumeAck | null;
+  /** Events after the cursor (blocks with an id or data; the acknowledgment not counted). */
   readonly events: number;
   /** The final response of the tool call arrived on the resumed stream. */
   readonly completed: boolean;
@@ -147,6 +152,7 @@ export async function runResume(
     tetherResume,
     firstEventId: null,
     expectedEventId: null,
+    ack: null,
     events: 0,
     completed: false,
   };
@@ -167,15 +173,25 @@ export async function runResume(
   const ids: string[] = [];
   let events = 0;
   let firstEventId: string | null = null;
+  let ack: ResumeAck | null = null;
   let completed = false;
   let finding: StreamFinding | undefined;
   await readSse(res, abort, timeoutMs, (m) => {
     const id = m.id === '' ? undefined : m.id;
     if (id === undefined && m.data === '') return false;
-    if (firstEventId === null && id !== undefined && !(id === cursor && m.data === '')) firstEventId = id;
-    events += 1;
+    // The acknowledgment opens the stream: the server's resume point, checked like an event, counted as none.
+    const opening = events === 0 && ack === null && isResumeAck(m);
+    if (!opening) {
+      if (firstEventId === null && id !== undefined) firstEventId = id;
+      events += 1;
+    }
     finding = check.push(m);
     if (finding !== undefined) return true;
+    if (opening) {
+      const parsed = parseResumeAck(m.data);
+      if (parsed.ok) ack = parsed.value;
+      return false;
+    }
     if (id !== undefined) ids.push(id);
     completed = answerTo(callId, m.data) !== undefined;
     return completed;
@@ -183,7 +199,7 @@ export async function runResume(
   finding ??= check.end();
   check.commit();
   return {
-    summary: { ...base, firstEventId, expectedEventId: finding?.expectedEventId ?? null, events, completed },
+    summary: { ...base, firstEventId, expectedEventId: finding?.expectedEventId ?? null, ack, events, completed },
     ids,
     finding,
     refusal: undefined,

@@ -40,10 +40,15 @@ describe('the probe accepts correct servers', () => {
     expect(r.malformedCursor).toMatchObject({ status: 200, explicit: false });
   });
 
-  it('a server with Tether ids: correct, with explicit answers to unknown and malformed cursors', async () => {
+  it('a server with Tether ids and the resume acknowledgment: correct, with explicit answers to unknown and malformed cursors', async () => {
     const server = keep(await new TetherLikeServer('correct').start());
     const r = show(server.name, await runProbe({ url: server.url }));
     expect(r).toMatchObject({ classification: 'correct', verdict: 'resumed', idsUniqueAcrossStreams: true });
+    // Cut after the priming event (seq 1) and progress 1 (seq 2): acknowledged with next_seq 3, which came first.
+    const cursor = r.resume?.lastEventId ?? '';
+    expect(r.resume).toMatchObject({ ack: { verdict: 'resumed', stream: cursor.split('-')[1], next_seq: 3 }, completed: true });
+    expect(r.resume?.firstEventId?.split('-')[2]).toBe('3');
+    expect(r.detail).toMatch(/^resumed after \S+ with \S+-3-\d+ and \d+ more event\(s\), through the final response$/);
     expect(r.original).toMatchObject({ idFormat: 'tether', priming: true, retryMs: 100 });
     expect(r.unknownCursor).toMatchObject({ status: 404, verdict: 'epoch_mismatch', explicit: true });
     expect(r.malformedCursor).toMatchObject({ status: 400, verdict: 'malformed', explicit: true });
@@ -91,6 +96,21 @@ describe('the probe names each failure of DESIGN §1', () => {
     const server = keep(await new SilentFallbackServer().start());
     const r = show(server.name, await runProbe({ url: server.url }));
     expect(r).toMatchObject({ classification: 'fallback_without_ids', silent: true, initialize: 'json', idsUniqueAcrossStreams: false });
+  });
+
+  it('replay_from_zero when a resume repeats the cursor bare instead of acknowledging it', async () => {
+    const server = keep(await new TetherLikeServer('echo').start());
+    const r = show(server.name, await runProbe({ url: server.url }));
+    expect(r).toMatchObject({ classification: 'replay_from_zero', silent: true });
+    expect(r.resume).toMatchObject({ ack: null, firstEventId: r.resume?.lastEventId });
+    expect(r.detail).toContain('event: resume');
+  });
+
+  it('malformed_ack when the acknowledgment lacks a field', async () => {
+    const server = keep(await new TetherLikeServer('malformed_ack').start());
+    const r = show(server.name, await runProbe({ url: server.url }));
+    expect(r).toMatchObject({ classification: 'malformed_ack', silent: true });
+    expect(r.detail).toContain('resume ack has no next_seq');
   });
 
   it('explicit_refusal, with the verdict', async () => {

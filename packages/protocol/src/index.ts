@@ -22,6 +22,10 @@ export type { SseMessage, SseParserOptions } from './sse-parse.js';
 export { encodeSseEvent, encodeSseComment } from './sse-encode.js';
 export type { SseOutgoing } from './sse-encode.js';
 
+// The acknowledgment frame that opens a served resume (`event: resume`).
+export { encodeResumeAck, parseResumeAck, isResumeAck, RESUME_ACK_EVENT, MAX_RESUME_ACK_LENGTH } from './resume-ack.js';
+export type { ResumeAck, ResumeAckOptions } from './resume-ack.js';
+
 // Random tokens.
 export {
   STANDALONE_STREAM,

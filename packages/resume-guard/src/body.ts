@@ -104,8 +104,8 @@ export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck
         if (end !== -1) complete = heldBytes + end;
         held.push(r.value);
         heldBytes += r.value.length;
-        // Verified events, or only the cursor's own priming echo so far, go out now.
-        if ((check.verified || check.echoOnly) && release(controller, false)) return;
+        // Verified events, or only the resume acknowledgment so far, go out now.
+        if ((check.verified || check.ackOnly) && release(controller, false)) return;
       }
     },
     cancel(reason) {

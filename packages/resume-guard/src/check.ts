@@ -1,7 +1,8 @@
+import { ResumeVerdict, isResumeAck, parseResumeAck } from '@tether/protocol';
 import type { SseMessage } from '@tether/protocol';
 import { ResumeViolationCode } from './errors.js';
 import type { ViolationPosition } from './errors.js';
-import { digestOf, foreignReason, shapeOf, stepBetween, successorOf } from './ids.js';
+import { digestOf, foreignReason, seqOf, shapeOf, stepBetween, successorOf } from './ids.js';
 
 /** A structural problem found in a stream, before any `ResumeViolationError` is made of it. */
 export interface StreamFinding {
@@ -12,6 +13,8 @@ export interface StreamFinding {
   readonly eventId?: string | undefined;
   readonly expectedEventId?: string | undefined;
   readonly previousEventId?: string | undefined;
+  /** A verdict the server stated in the stream (a resume acknowledgment's `verdict`). */
+  readonly verdict?: string | undefined;
 }
 
 /** Default bound of `StreamHistory`: ids remembered per stream. */
@@ -96,6 +99,14 @@ type State =
  * bytes back until `verified` is true, so the first resumed event reaches the
  * client only after it passed. Accepted events are applied to the history by
  * `commit()`, which the caller runs once the events were delivered.
+ *
+ * The server may open a resumed stream with a resume acknowledgment
+ * (`event: resume`, `id:` the cursor, `data:` `{"verdict","stream","next_seq"}`;
+ * `@tether/protocol` `encodeResumeAck`): its resume point, not an event. It
+ * is accepted when its id is the cursor and its data is well formed, says
+ * `resumed`, names the cursor's stream (Tether ids) and, once the first event
+ * arrives, that event's seq. Any other event that repeats the cursor's id is
+ * a replay, the bare `id: <cursor>` with empty data included.
  */
 export class StreamCheck {
   readonly #history: StreamHistory;
@@ -107,8 +118,11 @@ export class StreamCheck {
   #sawData = false;
   #accepted = 0;
   #pending: Array<readonly [string, number]> = [];
-  /** Nothing but the cursor's own priming echo (and retry hints) has arrived on this resumed stream. */
-  #echoOnly = true;
+  /** Nothing but the resume acknowledgment (and retry hints) has arrived on this resumed stream. */
+  #ackOnly = true;
+  /** The accepted acknowledgment of this resumed stream, until the first event is checked against it. */
+  #ack: { readonly nextSeq: number } | undefined;
+  #acked = false;
 
   constructor(history: StreamHistory, options: StreamCheckOptions = {}) {
     this.#history = history;
@@ -125,14 +139,14 @@ export class StreamCheck {
   }
 
   /**
-   * True while a resumed stream has carried nothing but re-affirmations of
-   * the cursor (its priming echo, retry hints): those may reach the client at
-   * once. The SDK client keeps only cursors it saw on the current response;
-   * holding the echo back and then losing the connection would make it
-   * reconnect without `Last-Event-ID` and never resume the stream.
+   * True while a resumed stream has carried nothing but its resume
+   * acknowledgment (and retry hints): those may reach the client at once.
+   * The SDK client keeps only cursors it saw on the current response;
+   * holding the acknowledgment back and then losing the connection would
+   * make it reconnect without `Last-Event-ID` and never resume the stream.
    */
-  get echoOnly(): boolean {
-    return this.#state.t === 'verifying' && this.#echoOnly;
+  get ackOnly(): boolean {
+    return this.#state.t === 'verifying' && this.#ackOnly;
   }
 
   /** The finding that failed this stream, if any. */
@@ -146,8 +160,8 @@ export class StreamCheck {
     if (s.t === 'failed') return s.finding;
     const position: ViolationPosition = this.#accepted === 0 ? 'first' : 'within';
     const id = m.id === '' ? undefined : m.id;
-    const isEcho = (id === undefined && m.data === '') || (id !== undefined && id === this.#cursor && m.data === '');
-    if (!isEcho) this.#echoOnly = false;
+    if (s.t === 'verifying' && isResumeAck(m)) return this.#acknowledge(id, m.data);
+    if (id !== undefined || m.data !== '') this.#ackOnly = false;
     if (id === undefined) {
       // Retry hints, event-type-only blocks and empty data carry nothing to
       // check (the SDK skips empty data too).
@@ -167,10 +181,20 @@ export class StreamCheck {
       return undefined;
     }
     this.#sawData ||= m.data !== '';
-    // A priming event that repeats the cursor re-affirms it; it is not a new event.
-    if (s.t === 'verifying' && id === this.#cursor && m.data === '') return undefined;
+    if (s.t === 'verifying' && id === this.#cursor && m.data === '') {
+      // What Tether gateways sent before the acknowledgment frame: seen from
+      // the client, the first id after the resume does not exceed the cursor.
+      return this.#fail({
+        code: ResumeViolationCode.replayFromZero,
+        reason: `the stream repeated the cursor's id on an empty ${m.event ?? 'message'} event, a replay (a resume point is an \`event: resume\` acknowledgment)`,
+        position,
+        eventId: id,
+        previousEventId: this.#cursor,
+        expectedEventId: successorOf(shapeOf(id)),
+      });
+    }
     if (s.t === 'undecided') return this.#decideUndecided(s, id, m.data);
-    const verdict = this.#judge(id, m.data, position);
+    const verdict = this.#judge(id, m.data, position) ?? this.#checkAnnounced(id, position);
     if (verdict !== undefined) return verdict;
     this.#accept(id, m.data);
     return undefined;
@@ -193,6 +217,59 @@ export class StreamCheck {
     if (ids.length > 0 && this.#cursor !== undefined) this.#history.resumed = true;
     this.#pending = [];
     return ids;
+  }
+
+  // The resume acknowledgment, while the stream is still being verified.
+  #acknowledge(id: string | undefined, data: string): StreamFinding | undefined {
+    const cursor = this.#cursor as string;
+    const base = { position: 'first' as const, eventId: id, previousEventId: cursor };
+    const malformed = (reason: string): StreamFinding => this.#fail({ ...base, code: ResumeViolationCode.malformedAck, reason });
+    if (id === undefined) return malformed('the resume acknowledgment (event: resume) has no id; it must repeat the cursor');
+    if (this.#acked) return malformed('a second resume acknowledgment arrived before the first event');
+    if (id !== cursor) {
+      const from = shapeOf(cursor);
+      const to = shapeOf(id);
+      const foreign = foreignReason(from, to);
+      const step = stepBetween(from, to);
+      const named = `the resume acknowledgment names ${id}, not the cursor ${cursor}`;
+      if (foreign === undefined && step !== undefined && step < 0) {
+        return this.#fail({ ...base, code: ResumeViolationCode.replayFromZero, reason: `${named}: the server resumed from an earlier point` });
+      }
+      if (foreign === undefined && step !== undefined && step > 0) {
+        return this.#fail({ ...base, code: ResumeViolationCode.gap, reason: `${named}: the server resumed ${step} event(s) past it`, expectedEventId: cursor });
+      }
+      return this.#fail({ ...base, code: ResumeViolationCode.fork, reason: `${named}${foreign === undefined ? '' : `: ${foreign}`}`, expectedEventId: cursor });
+    }
+    const ack = parseResumeAck(data);
+    if (!ack.ok) return malformed(`the resume acknowledgment's data is malformed: ${ack.reason}`);
+    const { verdict, stream, next_seq: nextSeq } = ack.value;
+    if (verdict !== ResumeVerdict.resumed) {
+      return this.#fail({ ...base, code: ResumeViolationCode.explicitRefusal, verdict, reason: `the resume acknowledgment says ${verdict}, not resumed` });
+    }
+    const at = shapeOf(cursor);
+    if (at.kind === 'tether' && stream !== at.id.stream) {
+      return this.#fail({ ...base, code: ResumeViolationCode.fork, reason: `the resume acknowledgment names stream ${stream}, the cursor's stream is ${at.id.stream}` });
+    }
+    this.#acked = true;
+    this.#ack = { nextSeq };
+    return undefined;
+  }
+
+  // The first event after an acknowledgment carries the seq it announced,
+  // when the id format has a seq (Tether and numeric ids).
+  #checkAnnounced(id: string, position: ViolationPosition): StreamFinding | undefined {
+    const ack = this.#ack;
+    if (ack === undefined) return undefined;
+    this.#ack = undefined;
+    const seq = seqOf(shapeOf(id));
+    if (seq === undefined || seq === ack.nextSeq) return undefined;
+    return this.#fail({
+      code: ResumeViolationCode.malformedAck,
+      reason: `the resume acknowledgment announced next_seq ${ack.nextSeq}, the stream went on with seq ${seq}`,
+      position,
+      eventId: id,
+      previousEventId: this.#cursor,
+    });
   }
 
   #judge(id: string, data: string, position: ViolationPosition): StreamFinding | undefined {

@@ -15,8 +15,14 @@ export const ResumeViolationCode = {
   fork: 'fork',
   /** An event without an id on a stream that had ids, or id-less SSE after JSON answers on the same session. */
   silentFallback: 'silent_fallback',
-  /** The server refused the resume explicitly (`Tether-Resume` verdict, or a 400/404/410 to a `Last-Event-ID`). */
+  /** The server refused the resume explicitly (`Tether-Resume` verdict, a 400/404/410 to a `Last-Event-ID`, or a resume acknowledgment whose verdict is not `resumed`). */
   explicitRefusal: 'explicit_refusal',
+  /**
+   * The server's resume acknowledgment (`event: resume`) cannot be trusted:
+   * no id, data that is not `{"verdict","stream","next_seq"}`, a second one,
+   * or a `next_seq` the first event does not carry.
+   */
+  malformedAck: 'malformed_ack',
 } as const;
 export type ResumeViolationCode = (typeof ResumeViolationCode)[keyof typeof ResumeViolationCode];
 

@@ -261,6 +261,7 @@ function findingError(f: StreamFinding, at: { sessionId: string; lastEventId: st
     expectedEventId: f.expectedEventId,
     previousEventId: f.previousEventId,
     position: f.position,
+    verdict: f.verdict,
   });
 }
 

@@ -39,6 +39,13 @@ export function successorOf(shape: IdShape): string | undefined {
   return undefined;
 }
 
+/** The per-stream counter an id carries: a Tether id's `seq`, a numeric id's value; undefined for opaque ids. */
+export function seqOf(shape: IdShape): number | undefined {
+  if (shape.kind === 'tether') return shape.id.seq;
+  if (shape.kind === 'numeric') return shape.n;
+  return undefined;
+}
+
 /**
  * Distance from `from` to `to` on one stream: 1 means contiguous, > 1 a gap,
  * <= 0 a regression. Undefined when the two ids are not comparable (opaque,

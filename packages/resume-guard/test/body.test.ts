@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SseParser } from '@tether/protocol';
+import { SseParser, encodeResumeAck } from '@tether/protocol';
 import { RESUME_VIOLATION_RPC_CODE, createResumeGuard } from '@tether/resume-guard';
 import type { ResumeViolationError } from '@tether/resume-guard';
 
@@ -76,6 +76,40 @@ describe('guarded body', () => {
     );
   });
 
+  it('passes a resume acknowledgment and the stream after it through byte for byte, however it is chunked', async () => {
+    const bytes = enc.encode(`${encodeResumeAck({ cursor: '3', stream: '0', nextSeq: 4, retryMs: 1000 })}: heartbeat\n\n${events([4, 5, 6])}`);
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 12 }), async (cuts) => {
+        const r = await resumeWith(split(bytes, cuts));
+        expect(r.error).toBeUndefined();
+        expect(r.violations).toEqual([]);
+        expect(r.text).toBe(new TextDecoder().decode(bytes));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('delivers nothing of a resume that repeats the cursor bare (empty data), however it is chunked: a replay', async () => {
+    const bytes = enc.encode(`id: 3\nretry: 1000\ndata:\n\n${events([4, 5])}`);
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 12 }), async (cuts) => {
+        const r = await resumeWith(split(bytes, cuts));
+        expect(r.violations.map((v) => [v.code, v.eventId])).toEqual([['replay_from_zero', '3']]);
+        // Only the guard's error event for the pending request reached the client.
+        expect(r.parsed).toHaveLength(1);
+        expect(JSON.parse(r.parsed[0]?.data ?? '{}')).toMatchObject({ id: 7, error: { code: RESUME_VIOLATION_RPC_CODE, data: { code: 'replay_from_zero' } } });
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it('delivers nothing of a resume whose acknowledgment is malformed, and says what is wrong with it', async () => {
+    const r = await resumeWith([enc.encode(`id: 3\nevent: resume\ndata: {"verdict":"resumed","stream":"0","next_seq":"4"}\n\n${events([4])}`)]);
+    expect(r.violations.map((v) => v.code)).toEqual(['malformed_ack']);
+    expect(r.violations[0]?.message).toBe(`malformed_ack resuming from 3: the resume acknowledgment's data is malformed: resume ack next_seq must be a safe integer >= 1, got "4"`);
+    expect(r.parsed.map((m) => m.event)).toEqual(['message']);
+  });
+
   it('delivers nothing of a gapped resume, however it is chunked, and fails the pending request instead', async () => {
     const bytes = enc.encode(events([6, 7, 8]));
     await fc.assert(
@@ -106,13 +140,13 @@ describe('guarded body', () => {
   });
 });
 
-describe('the priming echo of a resumed stream', () => {
+describe('the resume acknowledgment of a resumed stream', () => {
   it('reaches the client at once, before any event (held back, a cut would leave the SDK without its cursor)', async () => {
     let close: (() => void) | undefined;
     const open = new ReadableStream<Uint8Array>({
       start(c) {
-        // The server's priming for a resume: a retry hint and the cursor itself, then nothing yet.
-        c.enqueue(enc.encode('retry: 1000\n\nid: 3\ndata:\n\n'));
+        // The server's opening of a resume: a retry hint and the acknowledgment, then nothing yet.
+        c.enqueue(enc.encode(`retry: 1000\n\n${encodeResumeAck({ cursor: '3', stream: '0', nextSeq: 4 })}`));
         close = () => c.error(new Error('connection cut'));
       },
     });
@@ -136,12 +170,12 @@ describe('the priming echo of a resumed stream', () => {
           const r = await reader.read();
           if (r.done) return 'ended';
           seen.push(new TextDecoder().decode(r.value));
-          if (new SseParser().push(seen.join('')).some((m) => m.id === '3')) return 'echo';
+          if (new SseParser().push(seen.join('')).some((m) => m.id === '3' && m.event === 'resume')) return 'ack';
         }
       })(),
       new Promise<string>((resolve) => setTimeout(() => resolve('held back'), 1_000)),
     ]);
-    expect(first).toBe('echo');
+    expect(first).toBe('ack');
     close?.();
     await reader.cancel().catch(() => undefined);
   });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { encodeResumeAck, SseParser } from '@tether/protocol';
 import type { SseMessage } from '@tether/protocol';
 import { StreamCheck, StreamHistory, shapeOf } from '@tether/resume-guard';
 
@@ -20,6 +21,12 @@ function delivered(ids: string[], first: SseMessage[] = []): StreamHistory {
   return h;
 }
 
+/** The acknowledgment frame as `@tether/protocol` encodes it, parsed. */
+function ack(cursor: string, stream: string, nextSeq: number, retryMs?: number): SseMessage {
+  const [m] = new SseParser().push(encodeResumeAck({ cursor, stream, nextSeq, ...(retryMs === undefined ? {} : { retryMs }) }));
+  return m as SseMessage;
+}
+
 function resume(h: StreamHistory, cursor: string, ms: SseMessage[]) {
   const c = new StreamCheck(h, { cursor });
   for (const m of ms) {
@@ -37,12 +44,19 @@ describe('StreamCheck on numeric ids', () => {
     expect(r).toEqual({ finding: undefined, verified: true });
   });
 
-  it('holds a resumed stream until its first event: a re-prime of the cursor is not that event', () => {
+  it('holds a resumed stream until its first event: the resume acknowledgment is not that event', () => {
     const c = new StreamCheck(h(), { cursor: '3' });
-    expect(c.push(msg('3', ''))).toBeUndefined();
+    expect(c.push(ack('3', '0', 4))).toBeUndefined();
     expect(c.verified).toBe(false);
+    expect(c.ackOnly).toBe(true);
     expect(c.push(msg('4'))).toBeUndefined();
     expect(c.verified).toBe(true);
+  });
+
+  it('names a bare repeat of the cursor (empty message event) a replay', () => {
+    const { finding } = resume(h(), '3', [msg('3', ''), msg('4')]);
+    expect(finding).toMatchObject({ code: 'replay_from_zero', position: 'first', eventId: '3', previousEventId: '3', expectedEventId: '4' });
+    expect(finding?.reason).toContain('event: resume');
   });
 
   it('names a gap at the first event, with the ids involved', () => {
@@ -103,6 +117,71 @@ describe('StreamCheck on numeric ids', () => {
 describe('StreamCheck on Tether ids', () => {
   const id = (seq: number, pos: number, epoch = 'abcdefgh23', stream = 'qrstuvwx') => `${epoch}-${stream}-${seq}-${pos}`;
   const h = () => delivered([id(1, 10), id(2, 14), id(3, 15)]);
+
+  describe('the resume acknowledgment (event: resume)', () => {
+    it('is the server\'s resume point: accepted, and the first event after it is checked as usual', () => {
+      const c = new StreamCheck(h(), { cursor: id(3, 15) });
+      expect(c.push(ack(id(3, 15), 'qrstuvwx', 4, 1000))).toBeUndefined();
+      expect(c.ackOnly).toBe(true);
+      expect(c.verified).toBe(false);
+      expect(c.push(msg(id(4, 40)))).toBeUndefined();
+      expect(c.verified).toBe(true);
+      // It is not an event: nothing of it is recorded.
+      expect(c.commit()).toEqual([id(4, 40)]);
+    });
+
+    it('does not cover for what follows it: a gap after it is still a gap', () => {
+      expect(resume(h(), id(3, 15), [ack(id(3, 15), 'qrstuvwx', 4), msg(id(6, 40))]).finding).toMatchObject({ code: 'gap', eventId: id(6, 40) });
+    });
+
+    it('a bare repeat of the cursor instead (empty message event) is a replay', () => {
+      const { finding } = resume(h(), id(3, 15), [msg(id(3, 15), ''), msg(id(4, 40))]);
+      expect(finding).toMatchObject({ code: 'replay_from_zero', eventId: id(3, 15), expectedEventId: 'abcdefgh23-qrstuvwx-4-*' });
+      // So is the same repeat with the message type spelled out.
+      expect(resume(h(), id(3, 15), [{ ...msg(id(3, 15), ''), event: 'message' }]).finding).toMatchObject({ code: 'replay_from_zero' });
+    });
+
+    it('refuses malformed data, with a reason that says what is wrong', () => {
+      const bad = { ...ack(id(3, 15), 'qrstuvwx', 4), data: '{"verdict":"resumed","stream":"qrstuvwx"}' };
+      const { finding, verified } = resume(h(), id(3, 15), [bad, msg(id(4, 40))]);
+      expect(verified).toBe(false);
+      expect(finding).toMatchObject({ code: 'malformed_ack', position: 'first', eventId: id(3, 15) });
+      expect(finding?.reason).toBe("the resume acknowledgment's data is malformed: resume ack has no next_seq");
+      expect(resume(h(), id(3, 15), [{ ...bad, data: 'resumed' }]).finding?.reason).toBe("the resume acknowledgment's data is malformed: resume ack data is not JSON");
+      expect(resume(h(), id(3, 15), [{ ...bad, data: '' }]).finding?.reason).toBe("the resume acknowledgment's data is malformed: resume ack data is empty");
+    });
+
+    it('refuses one without an id, and a second one', () => {
+      expect(resume(h(), id(3, 15), [{ ...ack(id(3, 15), 'qrstuvwx', 4), id: undefined }]).finding).toMatchObject({ code: 'malformed_ack' });
+      const twice = resume(h(), id(3, 15), [ack(id(3, 15), 'qrstuvwx', 4), ack(id(3, 15), 'qrstuvwx', 4)]).finding;
+      expect(twice).toMatchObject({ code: 'malformed_ack', reason: 'a second resume acknowledgment arrived before the first event' });
+    });
+
+    it('checks its next_seq against the first event', () => {
+      const { finding } = resume(h(), id(3, 15), [ack(id(3, 15), 'qrstuvwx', 9), msg(id(4, 40))]);
+      expect(finding).toMatchObject({ code: 'malformed_ack', eventId: id(4, 40), reason: 'the resume acknowledgment announced next_seq 9, the stream went on with seq 4' });
+    });
+
+    it('names a stated verdict other than resumed an explicit refusal, with the verdict', () => {
+      const truncated = { ...ack(id(3, 15), 'qrstuvwx', 4), data: '{"verdict":"truncated","stream":"qrstuvwx","next_seq":4}' };
+      expect(resume(h(), id(3, 15), [truncated]).finding).toMatchObject({ code: 'explicit_refusal', verdict: 'truncated' });
+    });
+
+    it('names an acknowledgment of another point what resuming from there would be', () => {
+      expect(resume(h(), id(3, 15), [ack(id(1, 10), 'qrstuvwx', 2)]).finding).toMatchObject({ code: 'replay_from_zero', eventId: id(1, 10) });
+      expect(resume(h(), id(3, 15), [ack(id(5, 30), 'qrstuvwx', 6)]).finding).toMatchObject({ code: 'gap', eventId: id(5, 30) });
+      expect(resume(h(), id(3, 15), [ack(id(3, 15, 'zzzzzzzzzz'), 'qrstuvwx', 4)]).finding).toMatchObject({ code: 'fork' });
+      // The right id, but another stream in its data.
+      expect(resume(h(), id(3, 15), [ack(id(3, 15), 'aaaaaaaa', 4)]).finding).toMatchObject({ code: 'fork' });
+    });
+
+    it('on a fresh stream is nothing special: its id is checked like any other', () => {
+      const c = new StreamCheck(new StreamHistory());
+      expect(c.push(ack(id(1, 10), 'qrstuvwx', 2))).toBeUndefined();
+      // Delivered with the acknowledgment's data, the id now names another event.
+      expect(c.push(msg(id(1, 10)))).toMatchObject({ code: 'fork', eventId: id(1, 10) });
+    });
+  });
 
   it('accepts seq + 1 whatever pos does (other streams interleave)', () => {
     expect(resume(h(), id(3, 15), [msg(id(4, 40)), msg(id(5, 41))]).finding).toBeUndefined();

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { encodeResumeAck } from '@tether/protocol';
 import { RESUME_VIOLATION_RPC_CODE, ResumeGuardErrorCode, createResumeGuard } from '@tether/resume-guard';
 
 // The guard's own decisions, against a scripted server: each test names the
@@ -112,14 +113,14 @@ describe('resumes the guard answers itself', () => {
   });
 });
 
-describe('the priming echo of a resume', () => {
+describe('the resume acknowledgment of a resume', () => {
   it('reaches the client even when the response breaks right after it (the SDK keeps only ids it sees)', async () => {
     const server = scriptedServer((req) => {
       if (req.method === 'POST' && req.body?.includes('"id":3') === true) return sse('id: e-1-1-1\ndata:\n\nid: e-1-2-2\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n');
       if (req.method === 'GET' && req.lastEventId === 'e-1-2-2') {
         const body = new ReadableStream<Uint8Array>({
           start(controller) {
-            controller.enqueue(new TextEncoder().encode('id: e-1-2-2\ndata:\n\n'));
+            controller.enqueue(new TextEncoder().encode(encodeResumeAck({ cursor: 'e-1-2-2', stream: '1', nextSeq: 3 })));
             setTimeout(() => controller.error(new Error('connection cut')), 20);
           },
         });
@@ -143,7 +144,7 @@ describe('the priming echo of a resume', () => {
     } catch (err) {
       failure = err;
     }
-    expect(received).toContain('id: e-1-2-2');
+    expect(received).toContain('id: e-1-2-2\nevent: resume\n');
     expect(String(failure)).toContain('connection cut');
   });
 });

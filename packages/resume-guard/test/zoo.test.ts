@@ -62,7 +62,7 @@ describe('the guard accepts correct servers', () => {
     expect(run.usableAfterwards).toBe(true);
   });
 
-  it('accepts a server with Tether event ids and Tether-Resume: resumed', async () => {
+  it('accepts a server with Tether event ids, Tether-Resume: resumed and the resume acknowledgment (event: resume)', async () => {
     const server = keep(await new TetherLikeServer('correct').start());
     const run = await runGuardedResume({ url: server.url });
     expect(acceptanceProblems(run, 30)).toEqual([]);
@@ -108,6 +108,22 @@ describe('the guard names each failure of DESIGN §1 before the client sees it',
     const run = await runGuardedResume({ url: server.url });
     expectRefused(run, 'silent_fallback');
     expect(run.violations[0]).toMatchObject({ lastEventId: '3', eventId: undefined });
+  });
+
+  it('a bare repeat of the cursor where the acknowledgment belongs: a replay', async () => {
+    const server = keep(await new TetherLikeServer('echo').start());
+    const run = await runGuardedResume({ url: server.url });
+    expectRefused(run, 'replay_from_zero');
+    const v = run.violations[0];
+    expect(v).toMatchObject({ position: 'first' });
+    expect(v?.eventId).toBe(v?.lastEventId);
+  });
+
+  it('a malformed resume acknowledgment, with what is wrong with it', async () => {
+    const server = keep(await new TetherLikeServer('malformed_ack').start());
+    const run = await runGuardedResume({ url: server.url });
+    expectRefused(run, 'malformed_ack');
+    expect(run.violations[0]?.message).toContain('resume ack has no next_seq');
   });
 
   it('an explicit refusal, with its Tether-Resume verdict', async () => {

@@ -1,4 +1,4 @@
-import { decodeEventId, encodeEventId, newEpoch, newStreamId } from '@tether/protocol';
+import { decodeEventId, encodeEventId, encodeResumeAck, newEpoch, newStreamId } from '@tether/protocol';
 import { rpcError, sendJson } from './http-out.js';
 import { Backend, MiniMcpServer } from './mini-mcp.js';
 import type { ResumeContext, StreamLog, ZooEvent } from './mini-mcp.js';
@@ -184,19 +184,30 @@ export class SilentFallbackServer extends MiniMcpServer {
   }
 }
 
+/** How a `TetherLikeServer` answers a resume it could serve. */
+export type TetherLikeMode =
+  /** Tether's contract: the resume acknowledgment (`event: resume`), then the events after the cursor. */
+  | 'correct'
+  /** Every resume refused `truncated`, as if retention had evicted the events after the cursor. */
+  | 'refuse'
+  /** What Tether gateways sent before the acknowledgment: the cursor's id again, with empty data. */
+  | 'echo'
+  /** An acknowledgment whose data lacks `next_seq`. */
+  | 'malformed_ack';
+
 /**
  * Tether's contract, in small: Tether event ids, `Tether-Resume` on every
- * resume answer, 400 for a malformed cursor, 404 with the verdict for one it
- * cannot honour. `refuse` answers every resume `truncated`, as if retention
- * had evicted the events after the cursor.
+ * resume answer, a resume acknowledgment opening every served resume, 400
+ * for a malformed cursor, 404 with the verdict for one it cannot honour.
+ * The other modes break one part of it (`TetherLikeMode`).
  */
 export class TetherLikeServer extends MiniMcpServer {
-  readonly mode: 'correct' | 'refuse';
+  readonly mode: TetherLikeMode;
   readonly #epochs = new Map<string, string>();
   readonly #streamIds = new Map<string, string>();
   #pos = 0;
 
-  constructor(mode: 'correct' | 'refuse') {
+  constructor(mode: TetherLikeMode) {
     super(`zoo-tether-like-${mode}`);
     this.mode = mode;
   }
@@ -222,6 +233,11 @@ export class TetherLikeServer extends MiniMcpServer {
     if (log === undefined) return refuse(404, 'ahead', 'the log does not hold this event');
     if (this.mode === 'refuse') return refuse(404, 'truncated', 'events after the cursor were evicted');
     res.setHeader('tether-resume', 'resumed');
-    openSse().serve(after(log, cursor) ?? [], log);
+    const out = openSse();
+    const { stream, seq } = decoded.value;
+    if (this.mode === 'correct') out.frame(encodeResumeAck({ cursor, stream, nextSeq: seq + 1, retryMs: this.retryMs }));
+    if (this.mode === 'echo') out.write({ id: cursor, data: '' }, this.retryMs);
+    if (this.mode === 'malformed_ack') out.frame(`id: ${cursor}\nevent: resume\ndata: {"verdict":"resumed","stream":"${stream}"}\n\n`);
+    out.serve(after(log, cursor) ?? [], log);
   }
 }

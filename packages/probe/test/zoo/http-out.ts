@@ -8,6 +8,8 @@ export type JsonRpcId = string | number;
 /** Writes SSE to one response. */
 export interface SseOut {
   write(e: ZooEvent, retryMs?: number): void;
+  /** Writes a complete SSE frame as given. */
+  frame(text: string): void;
   end(): void;
   /** Replays `events`, then follows `log` live until it ends. */
   serve(events: readonly ZooEvent[], log: StreamLog | undefined): void;
@@ -20,6 +22,9 @@ export function openSse(res: ServerResponse, sid: string, headers: Record<string
     write(e, retryMs) {
       if (res.writableEnded) return;
       res.write(`${e.id === undefined ? '' : `id: ${e.id}\n`}${retryMs === undefined ? '' : `retry: ${retryMs}\n`}data: ${e.data}\n\n`);
+    },
+    frame(text) {
+      if (!res.writableEnded) res.write(text);
     },
     end() {
       if (!res.writableEnded) res.end();

@@ -13,6 +13,7 @@ export {
   TetherLikeServer,
   startLazyForkPair,
 } from './broken.js';
+export type { TetherLikeMode } from './broken.js';
 export { startSdkServer } from './sdk.js';
 export type { SdkServerOptions, ZooHandle } from './sdk.js';
 export { startRoundRobin } from './round-robin.js';

@@ -130,9 +130,11 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     replay: true,
     headers: { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed },
     priming: wantsPriming(protocolVersion),
-    // The SDK client forgets a cursor it did not see on this very response:
-    // priming with the cursor itself keeps it, even if we end before the next event.
-    primeId: lastEventId,
+    // The resume acknowledgment (`event: resume`, its id the cursor): the SDK
+    // client forgets a cursor it did not see on this very response, so this
+    // keeps it even if we end before the next event; it also names the seq
+    // the stream goes on with (DESIGN, gateway: the resume acknowledgment).
+    resumeAck: { cursor: lastEventId, stream: accepted.stream, nextSeq: accepted.cursor.seq + 1 },
     writer: {
       current: writer,
       recheck: async () =>

@@ -6,6 +6,7 @@ import type { Cursor, FollowStats, LogEvent, StreamReader } from '@tether/sessio
 import { linkToTraceparent } from '@tether/telemetry';
 import type { GatewayContext } from '../context.js';
 import { deliver, endWithRetry } from '../streams/deliver.js';
+import type { ResumeAckOptions } from '../streams/deliver.js';
 import type { Recheck } from '../streams/writer-watch.js';
 
 export interface ServeOptions {
@@ -22,6 +23,8 @@ export interface ServeOptions {
   readonly headers: Readonly<Record<string, string>>;
   readonly priming: boolean;
   readonly primeId?: string;
+  /** For a served resume: the acknowledgment frame that opens the stream (wins over `primeId`). */
+  readonly resumeAck?: ResumeAckOptions;
   /** For GET streams: the token that a newer GET's `superseded` message names. */
   readonly token?: string;
   /**
@@ -64,6 +67,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       priming: options.priming,
       retryMs: ctx.config.retryMs,
       ...(options.primeId === undefined ? {} : { primeId: options.primeId }),
+      ...(options.resumeAck === undefined ? {} : { resumeAck: options.resumeAck }),
       heartbeatMs: ctx.config.heartbeatMs,
       signal: abort.signal,
     });

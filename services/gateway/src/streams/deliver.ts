@@ -1,7 +1,19 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { encodeSseComment, encodeSseEvent, HttpHeader } from '@tether/protocol';
+import { encodeResumeAck, encodeSseEvent } from '@tether/protocol';
 import type { LogEvent } from '@tether/session-log';
+import { defaultHeartbeats } from './heartbeats.js';
+import type { Heartbeats } from './heartbeats.js';
+
+/** A served resume, acknowledged by the stream's first frame (`event: resume`, `@tether/protocol` `encodeResumeAck`). */
+export interface ResumeAckOptions {
+  /** The client's `Last-Event-ID`, sent back as the frame's id. */
+  readonly cursor: string;
+  /** The stream being resumed. */
+  readonly stream: string;
+  /** The seq of the next event the stream carries: the cursor's seq + 1. */
+  readonly nextSeq: number;
+}
 
 export interface DeliverOptions {
   /** Headers of the 200 answer (session id, `Tether-Resume`, …). */
@@ -11,7 +23,18 @@ export interface DeliverOptions {
   readonly retryMs: number;
   /** For a fresh GET: the id of the stream's current head, sent as the priming event. */
   readonly primeId?: string;
+  /**
+   * For a served resume: with `priming`, the stream opens with the resume
+   * acknowledgment instead of a priming event (wins over `primeId`). The
+   * SDK client keeps its cursor from it even if the stream ends before the
+   * next event, and a client checking "the first id after a resume exceeds
+   * the cursor" can tell it from a replay.
+   */
+  readonly resumeAck?: ResumeAckOptions;
+  /** Comment heartbeats after this long without a write. */
   readonly heartbeatMs: number;
+  /** The instance's heartbeat ticker. Default: one per process (`defaultHeartbeats`). */
+  readonly heartbeats?: Heartbeats;
   /** Ends the delivery (client gone, session closed, superseded, drain). */
   readonly signal: AbortSignal;
 }
@@ -22,7 +45,8 @@ export type DeliveryEnd = 'ended' | 'aborted' | 'client_gone' | 'failed';
  * Writes log events to one client as SSE, at the pace its socket drains:
  * the next event is pulled from the log only after the previous one was
  * accepted by the socket (or its `drain` fired), so a slow client costs lag,
- * never memory or events. Idle streams get comment heartbeats.
+ * never memory or events. Idle streams get comment heartbeats from the
+ * instance's one ticker (`Heartbeats`), not from a timer of their own.
  */
 export async function deliver(res: ServerResponse, events: AsyncIterable<LogEvent>, options: DeliverOptions): Promise<{ end: DeliveryEnd; lastId: string | undefined; error?: unknown }> {
   res.writeHead(200, {
@@ -34,25 +58,15 @@ export async function deliver(res: ServerResponse, events: AsyncIterable<LogEven
   });
   res.flushHeaders();
   let lastId: string | undefined;
-  let lastWriteAt = Date.now();
+  const heartbeat = (options.heartbeats ?? defaultHeartbeats).add(res, options.heartbeatMs);
   const write = async (chunk: string): Promise<boolean> => {
-    lastWriteAt = Date.now();
+    heartbeat.touch();
     if (res.write(chunk)) return true;
     const drained = await Promise.race([once(res, 'drain').then(() => true), once(res, 'close').then(() => false)]);
     return drained;
   };
-  const heartbeat = setInterval(() => {
-    if (Date.now() - lastWriteAt >= options.heartbeatMs && !res.writableEnded) {
-      lastWriteAt = Date.now();
-      res.write(encodeSseComment('keepalive'));
-    }
-  }, Math.max(50, Math.floor(options.heartbeatMs / 2)));
-  heartbeat.unref();
   try {
-    if (options.priming) {
-      const prime = options.primeId === undefined ? { retryMs: options.retryMs } : { id: options.primeId, data: '', retryMs: options.retryMs };
-      await write(encodeSseEvent(prime));
-    }
+    if (options.priming) await write(openingFrame(options));
     for await (const event of events) {
       if (res.destroyed) return { end: 'client_gone', lastId };
       if (event.kind === 'prime') {
@@ -70,8 +84,15 @@ export async function deliver(res: ServerResponse, events: AsyncIterable<LogEven
   } catch (err) {
     return { end: 'failed', lastId, error: err };
   } finally {
-    clearInterval(heartbeat);
+    heartbeat.remove();
   }
+}
+
+/** The first frame of a primed stream: the resume acknowledgment, or a priming event (the head's id, empty data), or a bare retry hint. */
+function openingFrame(options: DeliverOptions): string {
+  const { resumeAck, primeId, retryMs } = options;
+  if (resumeAck !== undefined) return encodeResumeAck({ ...resumeAck, retryMs });
+  return encodeSseEvent(primeId === undefined ? { retryMs } : { id: primeId, data: '', retryMs });
 }
 
 /** Ends an SSE response with a retry hint, so the client reconnects (elsewhere) promptly. */

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { decodeEventId, SseParser } from '@tether/protocol';
 import { connectSdkClient, UpstreamTools } from '@tether/testing';
+import { callTool, initialize, PROTOCOL_VERSION, request } from './raw-client.js';
 import { startStack } from './stack.js';
 import type { Stack } from './stack.js';
 
@@ -45,5 +47,29 @@ describe('cross-instance resume through a rotating balancer', () => {
     }
     await sdk.transport.terminateSession();
     await sdk.close();
+  });
+
+  it('a raw resumed stream opens with the resume acknowledgment: event: resume, the cursor as id, its JSON', async () => {
+    const sessionId = await initialize(stack.url);
+    const post = await request(stack.url, { method: 'POST', sessionId, body: callTool(1, UpstreamTools.StreamProgress, { count: 6, delayMs: 0 }) });
+    const ids: string[] = [];
+    for await (const m of post.messages) if (m.id !== undefined) ids.push(m.id);
+    const cursor = ids[3]!;
+    const decoded = decodeEventId(cursor);
+    if (!decoded.ok) throw new Error(decoded.reason);
+    // The bytes as the gateway sends them (on another instance than the POST: the balancer rotates).
+    const res = await fetch(stack.url, {
+      headers: { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL_VERSION, 'last-event-id': cursor },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('tether-resume')).toBe('resumed');
+    const text = await res.text();
+    const ack = `id: ${cursor}\nevent: resume\nretry: 1000\ndata: {"verdict":"resumed","stream":"${decoded.value.stream}","next_seq":${decoded.value.seq + 1}}\n\n`;
+    expect(text.startsWith(ack)).toBe(true);
+    // Then the events after the cursor, the first of them at the announced seq; no other frame repeats the cursor.
+    const messages = new SseParser().push(text);
+    expect(messages.filter((m) => m.id === cursor)).toHaveLength(1);
+    expect(messages.slice(1).map((m) => m.id)).toEqual(ids.slice(4));
+    expect(decodeEventId(messages[1]?.id).ok && Number(messages[1]!.id!.split('-')[2])).toBe(decoded.value.seq + 1);
   });
 });

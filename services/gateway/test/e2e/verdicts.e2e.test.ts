@@ -44,10 +44,14 @@ describe('explicit resume verdicts', () => {
     expect(resumed.status).toBe(200);
     expect(resumed.headers.get('tether-resume')).toBe('resumed');
     const all = await collect(resumed.messages);
-    // Primed with the cursor itself, so a client that is cut again at once keeps its place.
-    expect(all[0]).toMatchObject({ id: ids[4], data: '', retryMs: 1000 });
-    const rest = all.filter((m) => m.id !== undefined && m.data !== '');
+    // Opened with the resume acknowledgment, whose id is the cursor itself, so a client that is cut again at once keeps its place.
+    const cursor = decodeEventId(ids[4]!);
+    if (!cursor.ok) throw new Error(cursor.reason);
+    expect(all[0]).toMatchObject({ id: ids[4], event: 'resume', retryMs: 1000 });
+    expect(JSON.parse(all[0]!.data)).toEqual({ verdict: 'resumed', stream: cursor.value.stream, next_seq: cursor.value.seq + 1 });
+    const rest = all.filter((m) => m.id !== undefined && m.event !== 'resume' && m.data !== '');
     expect(rest.map((m) => m.id)).toEqual(ids.slice(5));
+    expect(all.filter((m) => m.event === 'resume')).toHaveLength(1);
   });
 
   it('resumed at the last message of a completed stream: 204, no body, so clients stop reconnecting', async () => {
@@ -59,7 +63,7 @@ describe('explicit resume verdicts', () => {
     // One message before the end still streams it.
     const one = await request(stack.url, { method: 'GET', sessionId, lastEventId: ids.at(-2)! });
     expect(one.status).toBe(200);
-    expect((await collect(one.messages)).filter((m) => m.data !== '').map((m) => m.id)).toEqual([ids.at(-1)]);
+    expect((await collect(one.messages)).filter((m) => m.event !== 'resume' && m.data !== '').map((m) => m.id)).toEqual([ids.at(-1)]);
   });
 
   it('truncated: retention evicted the cursor; 404, the session is gone, a new initialize works', async () => {

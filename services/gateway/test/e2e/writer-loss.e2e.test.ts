@@ -79,9 +79,11 @@ describe('the pumping gateway dies after recording the last response, before the
         const res = await request(stack.url, { method: 'GET', sessionId, lastEventId: cursor });
         expect(res.status).toBe(200);
         const delivered = [];
-        for await (const m of res.messages) delivered.push({ id: m.id, data: m.data });
-        // The priming echo of the cursor, then what follows it: the result at most, never an error for request 5.
-        const expected = resumeFrom === 'progress' ? [{ id: cursor, data: '' }, { id: result.id, data: JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'done 1' }] } }) }] : [{ id: cursor, data: '' }];
+        for await (const m of res.messages) delivered.push({ id: m.id, event: m.event, data: m.data });
+        // The resume acknowledgment (its id the cursor), then what follows it: the result at most, never an error for request 5.
+        const seq = Number(cursor.split('-')[2]);
+        const ack = { id: cursor, event: 'resume', data: JSON.stringify({ verdict: 'resumed', stream, next_seq: seq + 1 }) };
+        const expected = resumeFrom === 'progress' ? [ack, { id: result.id, event: undefined, data: JSON.stringify({ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'done 1' }] } }) }] : [ack];
         expect(delivered).toEqual(expected);
         const tail = await log.readPage(sessionId, stream, 3, 10);
         expect(tail.map((e) => [e.kind, e.endReason])).toEqual([['end', 'complete']]);
