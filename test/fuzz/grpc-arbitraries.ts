@@ -121,6 +121,7 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     getLeaseHolder: fc.record({ sessionId: session, stream }),
     publishControl: fc.record({ message: maybe(fc.record({ type: enumValue, sessionId: session, stream: maybe(anyText(70)), from: maybe(anyText(300)) }, { requiredKeys: ['type', 'sessionId'] })) }, { requiredKeys: [] }),
     watchControl: fc.record({ sessionId: session }),
+    probeWriter: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), sessionId: maybe(session), stream: maybe(stream), timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer'] }),
   };
   return fc.oneof(...(Object.entries(byRpc) as [RpcName, fc.Arbitrary<Record<string, unknown>>][]).map(([rpc, arb]) => arb.map((request) => ({ rpc, request }))));
 }
@@ -214,7 +215,7 @@ export const rawField: fc.Arbitrary<RawField> = fc.oneof(
 export const rawRequest: fc.Arbitrary<{ rpc: RpcName; bytes: Buffer; shape: string }> = fc.record({
   rpc: fc.constantFrom<RpcName>(
     'openSession', 'getSession', 'touchSession', 'closeSession', 'append', 'appendBatch', 'head', 'read',
-    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl',
+    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl', 'probeWriter',
   ),
   body: fc.oneof(
     { weight: 2, arbitrary: fc.uint8Array({ maxLength: 256 }).map((b) => ({ bytes: Buffer.from(b), shape: 'random bytes' })) },

@@ -58,6 +58,11 @@ export function fromProtoLease(lease: ProtoLease | undefined): Lease {
   if (lease === undefined) throw invalid('lease is required');
   sessionIdOf(lease.sessionId);
   streamIdOf(lease.stream);
+  // Bounded like AcquireLease's owner: a refusal names the owner, and an
+  // unbounded one made trailers large enough to stall the caller's channel
+  // (the gRPC fuzz found it).
+  textOf('lease.owner', lease.owner, 128);
+  textOf('lease.token', lease.token, 64);
   return { ...lease };
 }
 

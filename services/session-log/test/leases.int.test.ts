@@ -62,6 +62,10 @@ describe('writer leases', () => {
     expect((await failure(acquire(client, id, '0', ''))).code).toBe(status.INVALID_ARGUMENT);
     const bob = fx.client({ token: TOKENS.bob });
     expect((await failure(acquire(bob, id, '0', 'gw-x'))).code).toBe(status.NOT_FOUND);
+    // A lease sent back is bounded like a new one: its owner is named in refusals (trailers).
+    const big = { ...(await acquire(client, id, 'bbbbbbbb', 'gw-a')), owner: '\u{10FFFF}'.repeat(200) };
+    expect((await failure(renew(client, big))).code).toBe(status.INVALID_ARGUMENT);
+    expect((await failure(callUnary(client.releaseLease.bind(client), { lease: { ...big, owner: 'gw-a', token: 't'.repeat(100) } }))).code).toBe(status.INVALID_ARGUMENT);
   });
 });
 
