@@ -133,8 +133,12 @@ export async function* follow(
       // live subject may reach the stream's leader late in some clusters).
       const grace = startLive ? LIVE_START_GRACE_MS : undefined;
       startLive = false;
+      // Held across the wait below only as `undefined`: an idle reader must not keep its last live
+      // message (its payload is a view of a NATS read buffer, which it would keep whole).
+      let next: Awaited<ReturnType<LiveTail['next']>> | undefined;
       for (let first = true; ; first = false) {
-        const next = await tail.next(first ? grace : undefined);
+        next = undefined;
+        next = await tail.next(first ? grace : undefined);
         if (next === 'idle') break;
         if (next === 'aborted') return;
         if (next === 'closed') throw fail(SessionLogErrorCode.sessionClosed, 'the session was closed', last);

@@ -14,6 +14,7 @@
  * instance: the lease-held upstream GET listener (an upstream connection, a
  * pump, a lease renewed every third of its TTL) and the control-subject watch.
  */
+import { createWriteStream } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { Agent } from 'node:http';
 import { progress } from '../stats.js';
@@ -86,7 +87,20 @@ export interface IdleStreamsOptions {
   readonly natsMonitorPort: number;
 }
 
-const IDLE_WINDOW_MS = 5_000;
+/**
+ * The quiet window the idle CPU is read over (BENCH_GATEWAY_IDLE_WINDOW_S, default 5 s). Heartbeats are due
+ * every `heartbeatMs` (15 s) and, for streams opened together, come in one burst: a window shorter than
+ * that either holds the burst or not, so set it to 15 or more for an average.
+ */
+const IDLE_WINDOW_MS = Number(process.env['BENCH_GATEWAY_IDLE_WINDOW_S'] ?? 5) * 1000;
+
+/**
+ * BENCH_GATEWAY_HEAP_SNAPSHOT=<prefix>: at the first level, heap snapshots of
+ * the gateway after the full GCs, before and after the GETs open
+ * (`<prefix>-<streams>-before.heapsnapshot`, `-after`), for
+ * `heap-diff.ts`. Taking one costs time and memory: use a run of its own.
+ */
+const HEAP_SNAPSHOT = process.env['BENCH_GATEWAY_HEAP_SNAPSHOT'];
 
 export async function measureIdleStreams(options: IdleStreamsOptions): Promise<IdleStreamsResult> {
   const ep = createEndpoint(options.gatewayUrl);
@@ -127,6 +141,8 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
       const initSeconds = (performance.now() - started) / 1000;
       const beforeKiB = await settledRss(pid);
       const gcBefore = await afterFullGc(options.inspector, pid);
+      const snapshot = HEAP_SNAPSHOT !== undefined && levels.length === 0 ? `${HEAP_SNAPSHOT}-${level}` : undefined;
+      if (snapshot !== undefined) await heapSnapshot(options.inspector, `${snapshot}-before.heapsnapshot`);
       progress(`idle streams: ${sessions.length} sessions (${initSeconds.toFixed(0)} s), RSS ${beforeKiB} KiB; opening ${fresh.length} GET streams`);
       started = performance.now();
       const opened = await inParallel(fresh.length, options.openConcurrency, async (k) => {
@@ -151,6 +167,7 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
       const afterKiB = await settledRss(pid);
       perStreamSum += afterKiB - beforeKiB;
       const gcAfter = await afterFullGc(options.inspector, pid);
+      if (snapshot !== undefined) await heapSnapshot(options.inspector, `${snapshot}-after.heapsnapshot`);
       gcRssSum += gcAfter.rssKiB - gcBefore.rssKiB;
       heapSum += gcAfter.heapKiB - gcBefore.heapKiB;
       const n = Math.max(1, streams.length);
@@ -234,6 +251,19 @@ async function afterFullGc(inspector: Inspector, pid: number): Promise<{ rssKiB:
   const usage = await inspector.call('Runtime.getHeapUsage');
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   return { rssKiB: await rssKiB(pid), heapKiB: Number(usage['usedSize']) / 1024 };
+}
+
+/** Writes a heap snapshot of the gateway (it collects garbage first) to `file`. */
+async function heapSnapshot(inspector: Inspector, file: string): Promise<void> {
+  const out = createWriteStream(file);
+  const off = inspector.on('HeapProfiler.addHeapSnapshotChunk', (params) => out.write(String(params['chunk'])));
+  try {
+    await inspector.call('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+  } finally {
+    off();
+    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  }
+  progress(`idle streams: heap snapshot written to ${file}`);
 }
 
 /**

@@ -12,6 +12,8 @@ import type { Socket } from 'node:net';
 export interface Inspector {
   /** Sends one inspector command and resolves with its `result`. */
   call(method: string, params?: Record<string, unknown>): Promise<Record<string, unknown>>;
+  /** Calls `handler` with the params of every event named `method` (e.g. `HeapProfiler.addHeapSnapshotChunk`) until the returned function is called. */
+  on(method: string, handler: (params: Record<string, unknown>) => void): () => void;
   close(): void;
 }
 
@@ -39,6 +41,7 @@ export function connectInspector(wsUrl: string, timeoutMs = 60_000): Promise<Ins
       let buffer = head;
       let nextId = 1;
       const waiting = new Map<number, { done: (r: Record<string, unknown>) => void; fail: (e: Error) => void; timer: NodeJS.Timeout }>();
+      const handlers = new Map<string, Set<(params: Record<string, unknown>) => void>>();
       socket.on('data', (chunk: Buffer) => {
         buffer = Buffer.concat([buffer, chunk]);
         for (;;) {
@@ -46,9 +49,13 @@ export function connectInspector(wsUrl: string, timeoutMs = 60_000): Promise<Ins
           if (frame === undefined) break;
           buffer = buffer.subarray(frame.length);
           if (frame.opcode !== 1) continue; // only text frames carry protocol messages
-          const message = JSON.parse(frame.payload.toString('utf8')) as { id?: number; result?: Record<string, unknown>; error?: { message?: string } };
+          const message = JSON.parse(frame.payload.toString('utf8')) as { id?: number; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { message?: string } };
+          if (message.id === undefined && message.method !== undefined) {
+            for (const h of handlers.get(message.method) ?? []) h(message.params ?? {});
+            continue;
+          }
           const waiter = message.id === undefined ? undefined : waiting.get(message.id);
-          if (waiter === undefined) continue; // events: no domain is enabled, but ignore any
+          if (waiter === undefined) continue;
           waiting.delete(message.id!);
           clearTimeout(waiter.timer);
           if (message.error !== undefined) waiter.fail(new Error(`inspector: ${message.error.message ?? 'error'}`));
@@ -70,6 +77,12 @@ export function connectInspector(wsUrl: string, timeoutMs = 60_000): Promise<Ins
             waiting.set(id, { done, fail, timer });
             socket.write(textFrame(JSON.stringify({ id, method, params })));
           });
+        },
+        on(method, handler) {
+          let set = handlers.get(method);
+          if (set === undefined) handlers.set(method, (set = new Set()));
+          set.add(handler);
+          return () => void set.delete(handler);
         },
         close() {
           socket.end(Buffer.from([0x88, 0x80, 0, 0, 0, 0])); // masked close frame, empty

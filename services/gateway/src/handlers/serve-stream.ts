@@ -60,8 +60,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       options.events?.(abort.signal, stats) ??
       options.reader?.follow(options.from, { signal: abort.signal, stats }) ??
       ctx.log.follow(options.sessionId, options.stream, options.from, { signal: abort.signal, stats });
-    const tracked = watch === undefined ? source : trackWriter(source, watch);
-    const events = replaySpan === undefined ? tracked : linkFirst(tracked, replaySpan, replayed);
+    const events = replaySpan === undefined ? source : linkFirst(source, replaySpan, replayed);
     const result = await deliver(res, events, {
       headers: options.headers,
       priming: options.priming,
@@ -70,6 +69,8 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       ...(options.resumeAck === undefined ? {} : { resumeAck: options.resumeAck }),
       heartbeatMs: ctx.config.heartbeatMs,
       signal: abort.signal,
+      // The writer watch learns of a takeover from the claim's event (it names the new writer).
+      ...(watch === undefined ? {} : { onEvent: (event: LogEvent) => void (event.writer !== undefined && watch.moved(event.writer)) }),
     });
     if (result.end === 'failed') {
       const code = (result.error as { code?: string } | undefined)?.code;
@@ -99,14 +100,6 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     res.off('close', onClose);
     unregister();
     void req;
-  }
-}
-
-/** Passes events through, telling the writer watch whenever the stream's writer changes (a takeover's claim names the new one). */
-async function* trackWriter(events: AsyncIterable<LogEvent>, watch: { moved(writer: string): void }): AsyncGenerator<LogEvent> {
-  for await (const event of events) {
-    if (event.writer !== undefined) watch.moved(event.writer);
-    yield event;
   }
 }
 

@@ -37,6 +37,8 @@ export interface DeliverOptions {
   readonly heartbeats?: Heartbeats;
   /** Ends the delivery (client gone, session closed, superseded, drain). */
   readonly signal: AbortSignal;
+  /** Sees every event read, before it is written (the writer watch follows `writer` changes): a callback, not a generator wrapped around `events`. */
+  readonly onEvent?: (event: LogEvent) => void;
 }
 
 export type DeliveryEnd = 'ended' | 'aborted' | 'client_gone' | 'failed';
@@ -67,7 +69,9 @@ export async function deliver(res: ServerResponse, events: AsyncIterable<LogEven
   };
   try {
     if (options.priming) await write(openingFrame(options));
+    const { onEvent } = options;
     for await (const event of events) {
+      onEvent?.(event);
       if (res.destroyed) return { end: 'client_gone', lastId };
       if (event.kind === 'prime') {
         if (options.priming && (await write(encodeSseEvent({ id: event.id, data: '' })))) lastId = event.id;
