@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SseParser } from '@tether/protocol';
+import { isResumeAck, SseParser } from '@tether/protocol';
 import { startMcpUpstream, startNatsServer, startServiceProcess } from '@tether/testing';
 import type { McpUpstream, NatsServer, ServiceProcess } from '@tether/testing';
 
@@ -119,22 +119,25 @@ async function crossInstanceCheck(a: string, b: string): Promise<void> {
     headers: { ...headers, 'mcp-session-id': sessionId },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'stream_progress', arguments: { count: 5, delayMs: 20 }, _meta: { progressToken: 1 } } }),
   });
-  const onA = await ids(call.body);
+  const onA = (await events(call.body)).filter((m) => m.data !== '').map((m) => m.id);
   const resumed = await fetch(b, { headers: { ...headers, 'mcp-session-id': sessionId, 'last-event-id': onA[1]! } });
-  const onB = await ids(resumed.body);
+  const [ack, ...rest] = await events(resumed.body);
+  const onB = rest.filter((m) => m.data !== '').map((m) => m.id);
   const expected = onA.slice(2).join(' ');
-  if (resumed.headers.get('tether-resume') !== 'resumed' || onB.join(' ') !== expected) {
-    throw new Error(`cross-instance resume check failed: gateway B sent ${onB.join(' ') || 'nothing'}, expected ${expected}`);
+  // A resumed stream opens with its acknowledgment: `event: resume`, the cursor as its id.
+  const acked = ack !== undefined && isResumeAck(ack) && ack.id === onA[1];
+  if (resumed.headers.get('tether-resume') !== 'resumed' || !acked || onB.join(' ') !== expected) {
+    throw new Error(`cross-instance resume check failed: gateway B sent ${acked ? 'its resume acknowledgment, then ' : 'no resume acknowledgment, '}${onB.join(' ') || 'nothing'}, expected ${expected}`);
   }
   await fetch(a, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
   say(`self-check passed: a stream recorded via gateway A resumed on gateway B after event 2 with exactly the ${onB.length} events that followed`);
 }
 
-async function ids(body: ReadableStream<Uint8Array> | null): Promise<string[]> {
-  const out: string[] = [];
+async function events(body: ReadableStream<Uint8Array> | null): Promise<{ id: string | undefined; event: string | undefined; data: string }[]> {
+  const out: { id: string | undefined; event: string | undefined; data: string }[] = [];
   const parser = new SseParser();
   if (body === null) return out;
-  for await (const chunk of body) for (const m of parser.push(chunk)) if (m.id !== undefined && m.data !== '') out.push(m.id);
+  for await (const chunk of body) for (const m of parser.push(chunk)) if (m.id !== undefined) out.push({ id: m.id, event: m.event, data: m.data });
   return out;
 }
 
