@@ -63,6 +63,8 @@ export function fromProtoLease(lease: ProtoLease | undefined): Lease {
   // (the gRPC fuzz found it).
   textOf('lease.owner', lease.owner, 128);
   textOf('lease.token', lease.token, 64);
+  // KV revisions start at 1; GetLeaseHolder's answer carries none (0) and is not a lease to renew or release.
+  countOf('lease.revision', lease.revision, 1, Number.MAX_SAFE_INTEGER);
   return { ...lease };
 }
 

@@ -66,6 +66,9 @@ describe('writer leases', () => {
     const big = { ...(await acquire(client, id, 'bbbbbbbb', 'gw-a')), owner: '\u{10FFFF}'.repeat(200) };
     expect((await failure(renew(client, big))).code).toBe(status.INVALID_ARGUMENT);
     expect((await failure(callUnary(client.releaseLease.bind(client), { lease: { ...big, owner: 'gw-a', token: 't'.repeat(100) } }))).code).toBe(status.INVALID_ARGUMENT);
+    // A holder's view has no revision: not a lease one can renew (it used to answer UNAVAILABLE from the KV client).
+    const seen = (await holder(client, id, 'bbbbbbbb'))!;
+    expect((await failure(renew(client, seen))).code).toBe(status.INVALID_ARGUMENT);
   });
 });
 
