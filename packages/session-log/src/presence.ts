@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { isNoResponders } from './errors.js';
+import { isNoResponders, SessionLogError, SessionLogErrorCode } from './errors.js';
 import type { Subjects } from './wire.js';
 
 /**

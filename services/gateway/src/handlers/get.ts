@@ -85,10 +85,7 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
       // per request it owed; this resume then delivers those (they follow
       // its cursor), and only a later one is refused `abandoned`.
       const protocolVersion = header(req, HttpHeader.protocolVersion) ?? result.session.meta[Meta.protocolVersion];
-      writer =
-        result.stream === '0'
-          ? (await ensureListener(ctx, result.session, protocolVersion)).writer
-          : (await takeOverIfOrphaned(ctx, result.session, result.stream, protocolVersion)).writer;
+      writer = await ensureWriter(ctx, result.session, result.stream, protocolVersion);
     }
   } catch (err) {
     // Closed while we classified or took over: still a verdict on the cursor, not a bare 404.
@@ -137,8 +134,17 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     resumeAck: { cursor: lastEventId, stream: accepted.stream, nextSeq: accepted.cursor.seq + 1 },
     writer: {
       current: writer,
-      recheck: async () =>
-        accepted.stream === '0' ? (await ensureListener(ctx, accepted.session, protocolVersion)).writer : (await takeOverIfOrphaned(ctx, accepted.session, accepted.stream, protocolVersion)).writer,
+      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, protocolVersion),
     },
   });
+}
+
+/**
+ * Makes sure a stream being resumed has a live writer, taking it over when
+ * its writer is gone: the listener for stream `0`, a nested resume for a
+ * POST stream. Returns the writer it then has, for the reader's watch.
+ */
+async function ensureWriter(ctx: GatewayContext, session: SessionRecord, stream: string, protocolVersion: string | undefined): Promise<string | undefined> {
+  if (stream === '0') return (await ensureListener(ctx, session, protocolVersion)).writer;
+  return (await takeOverIfOrphaned(ctx, session, stream, protocolVersion)).writer;
 }

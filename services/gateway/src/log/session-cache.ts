@@ -66,12 +66,8 @@ export class SessionCache {
     }
     const closes = this.#closes;
     const record = await this.read(sessionId, principal);
-    if (this.#closes === closes) this.#remember(record);
+    if (this.#closes === closes) this.remember(record);
     return record;
-  }
-
-  remember(record: SessionRecord): void {
-    this.#remember(record);
   }
 
   /** This instance restarted the session's idle clock. */
@@ -89,7 +85,8 @@ export class SessionCache {
     this.#records.clear();
   }
 
-  #remember(record: SessionRecord): void {
+  /** Keeps an active record (one this instance just created or read). */
+  remember(record: SessionRecord): void {
     if (record.state !== 'active') return;
     this.#records.delete(record.sessionId);
     this.#records.set(record.sessionId, { record, touchedAtMs: record.touchedAtMs });
