@@ -7,7 +7,7 @@ import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.
 import { findNatsServerBinary } from './find-binary.js';
 import { ManagedNatsServer, type NatsServer } from './nats-server.js';
 import { getFreePorts, LOOPBACK } from './ports.js';
-import { readMetaCluster, type Probe } from './readiness.js';
+import { jetStreamApiProbe, readMetaCluster, type Probe } from './readiness.js';
 
 /** Options of {@link startNatsCluster}. */
 export interface NatsClusterOptions {
@@ -113,7 +113,7 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number, 
 /**
  * Ready when this node knows the meta leader, the leader agrees, and the
  * leader sees this node (or, with `allPeers`, every other node) as a current
- * member of the meta group.
+ * member of the meta group, and this node's JetStream API answers.
  */
 function metaMemberProbe(self: string, nodes: readonly { name: string; server: ManagedNatsServer }[], allPeers: boolean): Probe {
   return async (timeoutMs) => {
@@ -129,7 +129,12 @@ function metaMemberProbe(self: string, nodes: readonly { name: string; server: M
     const current = new Set(view.replicas.filter((r) => r.current && !r.offline).map((r) => r.name));
     current.add(leader.name);
     const missing = allPeers ? nodes.filter((node) => !current.has(node.name)).map((node) => node.name) : current.has(self) ? [] : [self];
-    return missing.length === 0 ? undefined : `meta leader ${leader.name} does not see ${missing.join(', ')} as current`;
+    if (missing.length > 0) return `meta leader ${leader.name} does not see ${missing.join(', ')} as current`;
+    // /jsz can name a leader a moment before this node's JetStream API
+    // answers: a createStream then fails with JetStreamNotEnabled (seen in
+    // CI right after a cluster start). Ask the API itself.
+    const api = await jetStreamApiProbe(me.server.url)(timeoutMs);
+    return api === undefined ? undefined : `${self}: JetStream API: ${api}`;
   };
 }
 
