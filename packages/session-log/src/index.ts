@@ -8,6 +8,7 @@ export { createFollowStats } from './reader.js';
 export type { FollowOptions, FollowStats } from './reader.js';
 export { StreamWriter } from './writer.js';
 export type { AppendOptions, AppendResult } from './writer.js';
+export { storedHeaderValue } from './publish.js';
 export { SessionRegistry } from './registry.js';
 export type { SessionRecord, SessionState } from './registry.js';
 export { isWriterId, newWriterId } from './presence.js';

@@ -105,14 +105,18 @@ export async function callUpstream(
   url: string,
   init: { method: string; headers: Record<string, string>; body?: Buffer; signal?: AbortSignal; errors?: Counter },
 ): Promise<UpstreamAnswer> {
-  const target = new URL(url);
+  const target = targetOf(url);
   const span = tracer.startSpan('mcp.upstream', { kind: SpanKind.CLIENT, attributes: { 'http.request.method': init.method, 'server.address': target.host } });
-  const headers = { ...init.headers };
-  propagation.inject(trace.setSpan(context.active(), span), headers);
+  let headers = init.headers;
+  // Without a registered propagator (no SDK started) inject writes nothing: skip the context and the copy.
+  if (propagation.fields().length > 0) {
+    headers = { ...init.headers };
+    propagation.inject(trace.setSpan(context.active(), span), headers);
+  }
   try {
     const res = await upstreamPool().request({
       origin: target.origin,
-      path: `${target.pathname}${target.search}`,
+      path: target.path,
       method: init.method as Dispatcher.HttpMethod,
       headers,
       ...(init.body === undefined ? {} : { body: init.body }),
@@ -133,6 +137,28 @@ export async function callUpstream(
   }
 }
 
+/** An upstream URL taken apart once: every call of a session goes to the same one. */
+interface Target {
+  readonly origin: string;
+  readonly path: string;
+  readonly host: string;
+}
+
+const targets = new Map<string, Target>();
+/** Upstream URLs come from the configuration and session records: few, but bounded anyway. */
+const MAX_TARGETS = 1_024;
+
+function targetOf(url: string): Target {
+  let target = targets.get(url);
+  if (target === undefined) {
+    const parsed = new URL(url);
+    target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}`, host: parsed.host };
+    if (targets.size >= MAX_TARGETS) targets.clear();
+    targets.set(url, target);
+  }
+  return target;
+}
+
 function answerOf(res: Dispatcher.ResponseData): UpstreamAnswer {
   const { body } = res;
   return {
@@ -144,9 +170,8 @@ function answerOf(res: Dispatcher.ResponseData): UpstreamAnswer {
     },
     body,
     async bytes() {
-      const chunks: Buffer[] = [];
-      for await (const chunk of body) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks);
+      // undici collects the body on its stream's events: no async iterator per answer.
+      return Buffer.from(await body.arrayBuffer());
     },
     async cancel() {
       await body.dump({ limit: CANCEL_DRAIN_BYTES, signal: AbortSignal.timeout(CANCEL_DRAIN_MS) }).catch(() => undefined);

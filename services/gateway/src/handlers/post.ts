@@ -9,7 +9,8 @@ import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../h
 import { BodyError, header, isInitialize, isRequest, parseMessages, principalOf, readBody } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import { withMessageTrace } from '../http/tracing.js';
-import { startPostStream } from '../streams/post-stream.js';
+import { closeUnusedStream, openPostStream, startPostStream } from '../streams/post-stream.js';
+import type { OpenedStream } from '../streams/post-stream.js';
 import { callUpstream, forwardHeaders, isEventStream, isIdentity, UpstreamError } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
 import { serveFromLog } from './serve-stream.js';
@@ -91,30 +92,58 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');
-  await answerFromUpstream(ctx, session, req, res, answer, messages, abort);
+  await answerFromUpstream(ctx, session, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined);
 }
 
 async function forward(ctx: GatewayContext, session: SessionRecord, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
   const abort = new AbortController();
+  const upstream = session.meta[Meta.upstream]!;
+  const requestIds = messages.filter(isRequest).map((m) => JSON.stringify(m.id));
+  const calling = callUpstream(upstream, {
+    method: 'POST',
+    headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]),
+    body,
+    signal: abort.signal,
+    errors: ctx.metrics.upstreamErrors,
+  });
+  // An upstream that answered its last requests with a stream will likely do
+  // so again: the stream's opening prime goes to the log while the upstream
+  // works (after the request went out), so the client's first byte waits for
+  // the upstream alone, not for the upstream and then an append.
+  const opened =
+    requestIds.length > 0 && streamingUpstreams.get(upstream) === true && ctx.local.deliveriesOf(session.sessionId) < ctx.config.maxStreamsPerSession
+      ? openPostStream(ctx, session, requestIds)
+      : undefined;
   let answer: UpstreamAnswer;
   try {
-    answer = await callUpstream(session.meta[Meta.upstream]!, {
-      method: 'POST',
-      headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]),
-      body,
-      signal: abort.signal,
-      errors: ctx.metrics.upstreamErrors,
-    });
+    answer = await calling;
   } catch (err) {
+    if (opened !== undefined) closeUnusedStream(ctx, session, opened);
     return replyError(res, upstreamFailure(err));
   }
   if (answer.status === 404) {
     // The upstream forgot the session: so do we, everywhere, and the client re-initializes.
     await answer.cancel();
+    // The purge below must come after a prime still in flight, or that prime would outlive it.
+    await opened?.prime.catch(() => undefined);
     await ctx.log.closeSession(session.sessionId, ctx.config.instanceId).catch(() => false);
     return replyError(res, unknownSession());
   }
-  await answerFromUpstream(ctx, session, req, res, answer, messages, abort);
+  await answerFromUpstream(ctx, session, req, res, answer, requestIds, abort, upstream, opened);
+}
+
+/**
+ * Upstreams (by URL) whose last answer to a POST with requests was an event
+ * stream (true) or something else (false): the hint that opens a stream
+ * before the answer. A wrong guess costs two appends nobody waits for.
+ */
+const streamingUpstreams = new Map<string, boolean>();
+const MAX_STREAMING_HINTS = 1_024;
+
+function noteAnswer(upstream: string, streamed: boolean): void {
+  if (streamingUpstreams.get(upstream) === streamed) return;
+  if (streamingUpstreams.size >= MAX_STREAMING_HINTS) streamingUpstreams.clear();
+  streamingUpstreams.set(upstream, streamed);
 }
 
 /** JSON and 202 answers pass through; an SSE answer becomes a logged stream served from the log. */
@@ -124,26 +153,37 @@ async function answerFromUpstream(
   req: IncomingMessage,
   res: ServerResponse,
   answer: UpstreamAnswer,
-  messages: JsonRpcMessage[],
+  requestIds: readonly string[],
   abort: AbortController,
+  upstream: string,
+  opened: OpenedStream | undefined,
 ): Promise<void> {
   const ours = { [HttpHeader.sessionId]: session.sessionId };
+  const unused = (): void => {
+    if (opened !== undefined) closeUnusedStream(ctx, session, opened);
+  };
   if (!isIdentity(answer) && (answer.header('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) {
     // We asked for no encoding: an encoded event stream can be neither
     // recorded nor relayed whole (it may stream for minutes).
     abort.abort();
+    unused();
     return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `upstream answered with an encoded event stream (content-encoding: ${answer.header('content-encoding')!.slice(0, 32)}) though none was asked for` });
   }
-  if (!isEventStream(answer) || answer.status !== 200) return relay(res, answer, ours);
+  const streamed = isEventStream(answer) && answer.status === 200;
+  if (requestIds.length > 0 && answer.status >= 200 && answer.status <= 299) noteAnswer(upstream, streamed);
+  if (!streamed) {
+    unused();
+    return relay(res, answer, ours);
+  }
   if (ctx.local.deliveriesOf(session.sessionId) >= ctx.config.maxStreamsPerSession) {
     abort.abort();
+    unused();
     return replyError(res, { status: 429, code: GatewayErrorCode.transport, message: `too many open streams for this session (limit ${ctx.config.maxStreamsPerSession})` });
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
-  const requestIds = messages.filter(isRequest).map((m) => JSON.stringify(m.id));
   let started: Awaited<ReturnType<typeof startPostStream>>;
   try {
-    started = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion);
+    started = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion, opened ?? openPostStream(ctx, session, requestIds));
   } catch (err) {
     abort.abort();
     return replyError(res, fromLogError(err));
@@ -152,7 +192,7 @@ async function answerFromUpstream(
     sessionId: session.sessionId,
     stream: started.stream,
     from: { seq: 0, pos: 0 },
-    reader: started.reader,
+    events: started.events,
     headers: ours,
     priming: wantsPriming(protocolVersion),
   });

@@ -37,21 +37,51 @@ export class BodyError extends Error {
   }
 }
 
-/** Reads the whole body, refusing past `maxBytes` without buffering more (413). */
-export async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+/**
+ * Reads the whole body, refusing past `maxBytes` without buffering more
+ * (413). On the stream's events, not its async iterator (a few objects and
+ * promises per chunk, for what is nearly always one small chunk).
+ */
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = Number(header(req, 'content-length') ?? Number.NaN);
-  if (declared > maxBytes) throw new BodyError(tooLarge(declared, maxBytes));
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) {
-      req.destroy();
-      throw new BodyError(tooLarge(size, maxBytes));
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+  if (declared > maxBytes) return Promise.reject(new BodyError(tooLarge(declared, maxBytes)));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        done();
+        req.destroy();
+        reject(new BodyError(tooLarge(size, maxBytes)));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      done();
+      reject(err);
+    };
+    // The client went away before the body ended (no 'end', maybe no 'error').
+    const onClose = (): void => {
+      done();
+      reject(new Error('the request closed before its body ended'));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }
 
 function tooLarge(size: number, maxBytes: number): ErrorReply {

@@ -17,6 +17,8 @@ export function startRequestSpan(ctx: GatewayContext, req: IncomingMessage, res:
     { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': route, 'tether.route': route, 'tether.instance': ctx.config.instanceId } },
     parent,
   );
+  // A span nobody records (no SDK started) has nothing to end: no listener per request for it.
+  if (!span.isRecording()) return { span, ctx: trace.setSpan(parent, span) };
   const end = (): void => {
     span.setAttribute('http.response.status_code', res.statusCode);
     if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });

@@ -1,26 +1,66 @@
 import { context, trace } from '@opentelemetry/api';
-import { HttpHeader, newStreamId } from '@tether/protocol';
+import { EventKind, HttpHeader, newStreamId } from '@tether/protocol';
 import { traceparentOf } from '@tether/telemetry';
-import type { SessionRecord, StreamReader } from '@tether/session-log';
+import type { AppendResult, FollowStats, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import { openUpstreamStream } from '../upstream-stream.js';
 import type { UpstreamAnswer } from '../upstream.js';
 import { pumpStream } from './pump.js';
-import type { PumpOutcome } from './pump.js';
+import type { PumpOutcome, StoredEvent } from './pump.js';
+import { AckedFeed } from './acked-feed.js';
 
 /** What a POST stream's opening `prime` event carries: the requests it must answer (read back on takeover). */
 export interface StreamOpening {
   readonly requests: readonly string[];
 }
 
+/** A POST stream whose opening `prime` has been sent to the log (it may still be in flight). */
+export interface OpenedStream {
+  readonly stream: string;
+  /** The prime's payload: the requests the stream must answer. */
+  readonly payload: Buffer;
+  /** The prime's append; rejects as the append does. */
+  readonly prime: Promise<AppendResult>;
+}
+
 /**
- * Turns an upstream SSE answer into a logged stream: a fresh stream id, a
- * reader opened before anything is stored (so serving the client needs no
- * replay), the opening `prime` event stamped with this instance's writer id
- * (appended before the client is answered, so its id is a cursor from the
- * first byte; no lease, no other write), then the pump in the background. Returns the stream id and the reader; the caller serves the
- * client from the log with it.
+ * Opens a POST stream in the log: a fresh stream id and its opening
+ * `prime`, stamped with this instance's writer id, that records the JSON-RPC
+ * ids the stream owes (read back by a takeover). The caller may do this
+ * while the upstream is still being asked (the prime then costs the client
+ * no round trip), and must end the stream with `closeUnusedStream` when the
+ * answer turns out not to be a stream.
+ */
+export function openPostStream(ctx: GatewayContext, session: SessionRecord, requestIds: readonly string[]): OpenedStream {
+  const stream = newStreamId();
+  const opening: StreamOpening = { requests: [...requestIds] };
+  const payload = Buffer.from(JSON.stringify(opening));
+  const prime = ctx.log.append(session.sessionId, stream, 'prime', payload, { opensStream: session, writer: ctx.writerId });
+  // Awaited by whoever uses the stream; an unused one must not make an unhandled rejection.
+  prime.catch(() => undefined);
+  return { stream, payload, prime };
+}
+
+/**
+ * A stream opened before the upstream answered, whose answer was not a
+ * stream (JSON, 202, an error): its `end` marker once its prime landed, so
+ * the log holds no open stream (and no cached writer) for it. No client
+ * ever learns its id. Fire and forget.
+ */
+export function closeUnusedStream(ctx: GatewayContext, session: SessionRecord, opened: OpenedStream): void {
+  opened.prime
+    .then(() => ctx.log.append(session.sessionId, opened.stream, 'end', new Uint8Array(), { writer: ctx.writerId, existing: true, endReason: 'complete' }))
+    .catch(() => undefined);
+}
+
+/**
+ * Turns an upstream SSE answer into a logged stream: its opening `prime`
+ * acknowledged (appended now unless the caller opened the stream already;
+ * before the client is answered, so its id is a cursor from the first byte;
+ * no lease, no other write), then the pump in the background. Returns the
+ * stream id and the client's events: each one as the log acknowledged it
+ * (`AckedFeed`), the log itself wherever that feed cannot go on.
  */
 export async function startPostStream(
   ctx: GatewayContext,
@@ -29,19 +69,14 @@ export async function startPostStream(
   requestIds: readonly string[],
   abort: AbortController,
   protocolVersion: string | undefined,
-): Promise<{ stream: string; reader: StreamReader }> {
-  const stream = newStreamId();
-  const { sessionId } = session;
-  const reader = ctx.log.openReader(session, stream);
-  try {
-    const opening: StreamOpening = { requests: [...requestIds] };
-    await ctx.log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify(opening)), { opensStream: session, writer: ctx.writerId });
-    runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, protocolVersion);
-  } catch (err) {
-    reader.close();
-    throw err;
-  }
-  return { stream, reader };
+  opened: OpenedStream = openPostStream(ctx, session, requestIds),
+): Promise<{ stream: string; events: (signal: AbortSignal, stats: FollowStats) => AsyncIterable<LogEvent> }> {
+  const { stream, payload } = opened;
+  const prime = await opened.prime;
+  const feed = new AckedFeed(session, stream, ctx.writerId);
+  feed.stored({ kind: EventKind.prime, payload, result: prime, upstreamId: undefined, endReason: undefined });
+  runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, protocolVersion, feed);
+  return { stream, events: (signal, stats) => feed.follow(ctx.log, signal, stats) };
 }
 
 /**
@@ -57,6 +92,7 @@ export function runPump(
   lastUpstreamId: string | undefined,
   abort: AbortController,
   protocolVersion: string | undefined,
+  feed?: AckedFeed,
 ): void {
   const { sessionId } = session;
   const logger = ctx.logger.child({ component: 'pump', sessionId, stream });
@@ -65,6 +101,7 @@ export function runPump(
   const span = ctx.tracer.startSpan('tether.record', { attributes: { 'tether.stream': stream, 'tether.instance': ctx.config.instanceId } });
   const counters = { appended: 0 };
   const traceparent = traceparentOf(trace.setSpan(context.active(), span));
+  feed?.tracedBy(traceparent);
   const done = pumpStream({
     log: ctx.log,
     logger,
@@ -81,8 +118,10 @@ export function runPump(
     ...(traceparent === undefined ? {} : { traceparent }),
     onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
     counters,
+    ...(feed === undefined ? {} : { onStored: (stored: StoredEvent) => feed.stored(stored) }),
   }).then((outcome) => {
     clearTimeout(deadline);
+    feed?.stopped();
     span.setAttributes({ 'tether.outcome': outcome, 'tether.events': counters.appended });
     span.end();
     logger.info({ outcome, events: counters.appended }, 'stream recorded');
@@ -131,3 +170,4 @@ export async function reopenUpstream(
 async function* emptyBody(): AsyncIterable<Uint8Array> {
   // An SSE answer without a body: nothing to record.
 }
+

@@ -1,6 +1,8 @@
 import { SseParser, isSseLimitError } from '@tether/protocol';
 import type { SseMessage } from '@tether/protocol';
+import type { EndReason, EventKind } from '@tether/protocol';
 import { isSessionLogError } from '@tether/session-log';
+import type { AppendOptions, AppendResult } from '@tether/session-log';
 import type { Logger } from 'pino';
 import type { LogPort } from '../log/log-port.js';
 
@@ -33,9 +35,21 @@ export interface PumpOptions {
   readonly onAppend?: (ms: number) => void;
   /** Counts events appended (for the recording span). */
   readonly counters?: { appended: number };
+  /** Called with each event once the log acknowledged it, in the stream's order (see `AckedFeed`). */
+  readonly onStored?: (stored: StoredEvent) => void;
+}
+
+/** One event a pump appended, as the log acknowledged it. */
+export interface StoredEvent {
+  readonly kind: EventKind;
+  readonly payload: Uint8Array;
+  readonly result: AppendResult;
+  readonly upstreamId: string | undefined;
+  readonly endReason: EndReason | undefined;
 }
 
 const APPEND_RETRIES = 5;
+const EMPTY = new Uint8Array();
 const REOPEN_ATTEMPTS = 3;
 
 /**
@@ -53,15 +67,24 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
   let body: AsyncIterable<Uint8Array> | undefined = options.body;
   let reopenAttempts = 0;
 
-  const traceField = options.traceparent === undefined ? {} : { traceparent: options.traceparent };
-  const append = async (kind: 'event' | 'prime' | 'end', payload: Uint8Array, extra: { upstreamId?: string; endReason?: 'complete' | 'abandoned' | 'deadline' }): Promise<void> => {
+  const { writer, traceparent, onAppend, counters, onStored } = options;
+  /** Each append's options, built as one literal (a pump appends once per upstream event). */
+  const appendOptions = (upstream: string | undefined, endReason: EndReason | undefined, retry: boolean): AppendOptions => {
+    const o: { -readonly [K in keyof AppendOptions]: AppendOptions[K] } = { writer, existing: true, retry };
+    if (upstream !== undefined) o.upstreamId = upstream;
+    if (endReason !== undefined) o.endReason = endReason;
+    if (traceparent !== undefined) o.traceparent = traceparent;
+    return o;
+  };
+  const append = async (kind: 'event' | 'prime' | 'end', payload: Uint8Array, upstream?: string, endReason?: EndReason): Promise<void> => {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        const startedAt = performance.now();
+        const startedAt = onAppend === undefined ? 0 : performance.now();
         // A pump always writes after the stream's opening prime: it is never empty.
-        await log.append(sessionId, stream, kind, payload, { ...extra, ...traceField, writer: options.writer, existing: true, retry: attempt > 1 });
-        options.onAppend?.(performance.now() - startedAt);
-        if (options.counters !== undefined) options.counters.appended += 1;
+        const result = await log.append(sessionId, stream, kind, payload, appendOptions(upstream, endReason, attempt > 1));
+        onAppend?.(performance.now() - startedAt);
+        onStored?.({ kind, payload, result, upstreamId: upstream, endReason });
+        if (counters !== undefined) counters.appended += 1;
         return;
       } catch (err) {
         // Unknown outcome: the retry says so (`retry`), and the log returns the first attempt if it landed.
@@ -73,14 +96,12 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
 
   const record = async (msg: SseMessage): Promise<void> => {
     if (msg.lastEventId !== '') upstreamId = msg.lastEventId;
-    const idField = upstreamId === undefined ? {} : { upstreamId };
     if (!msg.hasData) {
       // An id-only event (the upstream's priming event): kept for its cursor.
-      if (msg.id !== undefined) await append('prime', new Uint8Array(), idField);
+      if (msg.id !== undefined) await append('prime', EMPTY, upstreamId);
       return;
     }
-    const payload = Buffer.from(msg.data, 'utf8');
-    await append('event', payload, idField);
+    await append('event', Buffer.from(msg.data, 'utf8'), upstreamId);
     for (const id of responseIds(msg.data)) outstanding.delete(id);
   };
 
@@ -90,10 +111,10 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
       // client never waits forever for a response that cannot come.
       for (const id of outstanding) {
         const error = { jsonrpc: '2.0', id: JSON.parse(id) as unknown, error: { code: -32001, message: `upstream response stream ${reason === 'deadline' ? 'passed its deadline' : 'was lost and could not be resumed'}`, data: { tether: reason } } };
-        await append('event', Buffer.from(JSON.stringify(error)), {});
+        await append('event', Buffer.from(JSON.stringify(error)));
       }
     }
-    await append('end', new Uint8Array(), { endReason: reason });
+    await append('end', EMPTY, undefined, reason);
     return reason;
   };
 
@@ -144,8 +165,15 @@ export async function pumpStream(options: PumpOptions): Promise<PumpOutcome> {
   }
 }
 
-/** JSON-encoded ids of the responses in one SSE data payload (a message or a batch). */
+/**
+ * JSON-encoded ids of the responses in one SSE data payload (a message or a
+ * batch). Most payloads of a long stream are notifications (progress, logs):
+ * a payload whose text holds neither a `"result"` nor an `"error"` key can
+ * hold no response, and is not parsed. (A key spelled with a `\u` escape
+ * would hide from that check, so a payload with any backslash is parsed.)
+ */
 export function responseIds(data: string): string[] {
+  if (!data.includes('"result"') && !data.includes('"error"') && !data.includes('\\')) return [];
   let value: unknown;
   try {
     value = JSON.parse(data);
@@ -159,6 +187,11 @@ export function responseIds(data: string): string[] {
   return out;
 }
 
+/** A body's chunks (see `untilAborted`); `return()` stops the body at any time. */
+export interface BodyChunks<T> extends AsyncIterableIterator<T> {
+  return(): Promise<IteratorResult<T>>;
+}
+
 /**
  * The body's chunks until `signal` aborts, then stops reading it (its
  * iterator is returned, which cancels a fetch body or destroys a response).
@@ -166,27 +199,61 @@ export function responseIds(data: string): string[] {
  * link between the signal given to `fetch` and the request once the Request
  * object is garbage-collected (nodejs/node#55428, nodejs/undici#4984), and a
  * deadline or drain would then wait on an upstream that never sends again.
+ *
+ * A plain iterator, not an async generator: one promise per read, and one
+ * abort listener for the whole body (not a Promise.race per read against one
+ * long-lived "aborted" promise, which left a reaction on it per chunk until
+ * the body ended: the session's GET stream lives as long as its session).
  */
-export async function* untilAborted<T>(body: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T, void, undefined> {
+export function untilAborted<T>(body: AsyncIterable<T>, signal: AbortSignal): BodyChunks<T> {
   const iterator = body[Symbol.asyncIterator]();
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<'aborted'>((resolve) => {
-    onAbort = () => resolve('aborted');
-    if (signal.aborted) resolve('aborted');
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    for (;;) {
-      const next = await Promise.race([iterator.next(), aborted]);
-      if (next === 'aborted') throw signal.reason instanceof Error ? signal.reason : new DOMException(String(signal.reason ?? 'aborted'), 'AbortError');
-      if (next.done === true) return;
-      yield next.value;
-    }
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  const reason = (): Error => (signal.reason instanceof Error ? signal.reason : new DOMException(String(signal.reason ?? 'aborted'), 'AbortError'));
+  let closed = false;
+  let failRead: ((err: Error) => void) | undefined;
+  const onAbort = (): void => failRead?.(reason());
+  signal.addEventListener('abort', onAbort, { once: true });
+  const close = (): void => {
+    if (closed) return;
+    closed = true;
+    failRead = undefined;
+    signal.removeEventListener('abort', onAbort);
     // Stop the body whether we finished, broke off or were aborted. (A fetch
     // body's iterator cancels only once a pending read settles; the pump
     // does not wait for that.)
     void iterator.return?.()?.catch?.(() => undefined);
-  }
+  };
+  const done: IteratorReturnResult<undefined> = { done: true, value: undefined };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    next(): Promise<IteratorResult<T>> {
+      if (closed) return Promise.resolve(done);
+      if (signal.aborted) {
+        close();
+        return Promise.reject(reason());
+      }
+      return new Promise<IteratorResult<T>>((resolve, reject) => {
+        failRead = (err) => {
+          close();
+          reject(err);
+        };
+        iterator.next().then(
+          (result) => {
+            failRead = undefined;
+            if (result.done === true) close();
+            resolve(result.done === true ? done : result);
+          },
+          (err: unknown) => {
+            close();
+            reject(err);
+          },
+        );
+      });
+    },
+    return(): Promise<IteratorResult<T>> {
+      close();
+      return Promise.resolve(done);
+    },
+  };
 }
