@@ -16,6 +16,7 @@ export default defineConfig({
       '@tether/cursor-proto': pkg('cursor-proto'),
       '@tether/resume-guard': pkg('resume-guard'),
       '@tether/probe': pkg('probe'),
+      '@tether/sdk': pkg('sdk'),
       '@tether/session-log-service': new URL('./services/session-log/src/index.ts', import.meta.url).pathname,
       '@tether/gateway': new URL('./services/gateway/src/index.ts', import.meta.url).pathname,
     },
