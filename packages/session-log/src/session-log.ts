@@ -201,9 +201,24 @@ export class SessionLog {
   }
 
   /**
+   * Calls `listener` with each control message of one session (closed,
+   * superseded, released) until the returned function is called: from the
+   * connection's one control subscription (see `ControlFanout`), in its
+   * callback. Malformed messages are skipped.
+   */
+  listenControl(sessionId: string, listener: (message: ControlMessage) => void): () => void {
+    return this.#ctx.control.listen(sessionId, listener);
+  }
+
+  /** Like `listenControl`, for every session's messages (the session as the subject names it). */
+  listenAllControl(listener: (sessionId: string, message: ControlMessage) => void): () => void {
+    return this.#ctx.control.listenAll(listener);
+  }
+
+  /**
    * Control messages of one session (closed, superseded, drain) until
-   * `signal` aborts, from the session's shared subscription on this
-   * connection (see `ControlFanout`). Malformed messages are skipped.
+   * `signal` aborts, as an iterator over `listenControl`. Malformed messages
+   * are skipped.
    */
   async *watchControl(sessionId: string, signal: AbortSignal): AsyncGenerator<ControlMessage, void, undefined> {
     const queue: ControlMessage[] = [];

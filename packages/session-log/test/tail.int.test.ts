@@ -219,36 +219,64 @@ describe('a reader opened ahead of the events (openReader)', () => {
   });
 });
 
-describe('control subscriptions (one per session, shared)', () => {
-  /** Subscriptions nats-server holds on the session's control subject, across every connection. */
-  async function controlSubscriptions(sessionId: string): Promise<number> {
+describe('control subscriptions (one per connection, shared by every session)', () => {
+  /** Subscriptions nats-server holds on `subject`, on the log's own connection. */
+  async function subscriptionsOn(subject: string): Promise<number> {
     await log.connection.flush();
     const res = await fetch(`http://127.0.0.1:${fx.server.monitorPort}/connz?subs=detail`);
-    const connz = (await res.json()) as { connections: { subscriptions_list_detail?: { subject: string }[] }[] };
-    const subject = `${log.config.subjectPrefix}.ctl.${sessionId}`;
-    return connz.connections.flatMap((c) => c.subscriptions_list_detail ?? []).filter((s) => s.subject === subject).length;
+    const connz = (await res.json()) as { connections: { cid: number; subscriptions_list_detail?: { subject: string }[] }[] };
+    const mine = connz.connections.filter((c) => c.cid === log.connection.info?.client_id);
+    return mine.flatMap((c) => c.subscriptions_list_detail ?? []).filter((sub) => sub.subject === subject).length;
   }
+  const prefix = (): string => log.config.subjectPrefix;
 
-  it('readers and a watcher of one session share one subscription; `closed` reaches all of them; the last to leave takes it away', async () => {
-    const session = await log.createSession(ALICE);
-    const readers = [log.openReader(session, '0'), log.openReader(session, log.newStreamId())];
-    const following = readers.map(async (r) => {
-      try {
-        for await (const _ of r.follow({ seq: 0, pos: 0 })) void _;
-        return 'ended';
-      } catch (err) {
-        return (err as { code?: string }).code;
-      }
-    });
-    const abort = new AbortController();
-    const watch = log.watchControl(session.sessionId, abort.signal);
-    const first = watch.next();
-    expect(await controlSubscriptions(session.sessionId)).toBe(1);
-    log.publishControl({ type: 'closed', sessionId: session.sessionId, from: 'test' });
-    expect((await first).value).toMatchObject({ type: 'closed', sessionId: session.sessionId, from: 'test' });
-    expect(await Promise.all(following)).toEqual(['session_closed', 'session_closed']);
-    abort.abort();
-    await watch.return();
-    expect(await controlSubscriptions(session.sessionId)).toBe(0);
+  it('readers and watchers of two sessions share one wildcard subscription; `closed` reaches the readers of its session only', async () => {
+    const [a, b] = [await log.createSession(ALICE), await log.createSession(ALICE)];
+    const follow = (reader: ReturnType<typeof log.openReader>, abort?: AbortController) =>
+      (async () => {
+        try {
+          for await (const _ of reader.follow({ seq: 0, pos: 0 }, abort === undefined ? {} : { signal: abort.signal })) void _;
+          return abort?.signal.aborted === true ? 'aborted' : 'ended';
+        } catch (err) {
+          return (err as { code?: string }).code;
+        }
+      })();
+    const ofA = [follow(log.openReader(a, '0')), follow(log.openReader(a, log.newStreamId()))];
+    const abortB = new AbortController();
+    const ofB = follow(log.openReader(b, '0'), abortB);
+    const heardA: unknown[] = [];
+    const heardB: unknown[] = [];
+    const unlistenA = log.listenControl(a.sessionId, (m) => heardA.push(m));
+    const unlistenB = log.listenControl(b.sessionId, (m) => heardB.push(m));
+    expect(await subscriptionsOn(`${prefix()}.ctl.*`)).toBe(1);
+    expect(await subscriptionsOn(`${prefix()}.ctl.${a.sessionId}`)).toBe(0);
+
+    log.publishControl({ type: 'closed', sessionId: a.sessionId, from: 'test' });
+    expect(await Promise.all(ofA)).toEqual(['session_closed', 'session_closed']);
+    expect(heardA).toEqual([{ type: 'closed', sessionId: a.sessionId, from: 'test' }]);
+    expect(heardB).toEqual([]);
+    // B's reader is still following: only A was closed.
+    abortB.abort();
+    expect(await ofB).toBe('aborted');
+    unlistenA();
+    unlistenB();
+    expect(await subscriptionsOn(`${prefix()}.ctl.*`)).toBe(1);
+  });
+
+  it('the session is the one the subject names: a payload naming another session reaches the subject session\'s listeners only', async () => {
+    const [a, b] = [await log.createSession(ALICE), await log.createSession(ALICE)];
+    const heardA: unknown[] = [];
+    const heardB: unknown[] = [];
+    const unlistenA = log.listenControl(a.sessionId, (m) => heardA.push(m));
+    const unlistenB = log.listenControl(b.sessionId, (m) => heardB.push(m));
+    // Published raw on A's subject, claiming to be B's.
+    log.connection.publish(`${prefix()}.ctl.${a.sessionId}`, JSON.stringify({ type: 'closed', sessionId: b.sessionId, from: 'liar' }));
+    log.connection.publish(`${prefix()}.ctl.${a.sessionId}`, 'not json');
+    await log.connection.flush();
+    await expect.poll(() => heardA.length).toBe(1);
+    expect(heardA).toEqual([{ type: 'closed', sessionId: a.sessionId, from: 'liar' }]);
+    expect(heardB).toEqual([]);
+    unlistenA();
+    unlistenB();
   });
 });

@@ -44,7 +44,6 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
   const writers = new WriterWatch(writerId, (writer) => log.probeWriter(writer, undefined, undefined, Math.min(250, config.writerCheckMs)), config.writerCheckMs, config.writerSilenceMs, logger.child({ component: 'writers' }));
   const local = new LocalRegistry(
     log,
-    logger.child({ component: 'registry' }),
     (delta) => metrics.sessionsOpen.add(delta),
     (sessionId, stream) => writers.released(sessionId, stream),
   );

@@ -204,16 +204,15 @@ describe.each(modes)('LogPort: %s', (_mode, factory) => {
     expect(await codeOf(log.probeWriter('bad id!', s.sessionId, '0'))).toBe('invalid_argument');
   });
 
-  it('control: watchers get published messages and the close, until aborted', async () => {
+  it('control: listeners get published messages and the close, until they stop listening', async () => {
     const s = await log.createSession('p', {});
-    const abort = new AbortController();
     const got: ControlMessage[] = [];
-    const watching = (async () => {
-      for await (const message of log.watchControl(s.sessionId, abort.signal)) {
-        got.push(message);
-        if (message.type === 'closed') abort.abort();
-      }
-    })();
+    let heardClose!: () => void;
+    const watching = new Promise<void>((resolve) => (heardClose = resolve));
+    const unlisten = log.listenControl(s.sessionId, (message) => {
+      got.push(message);
+      if (message.type === 'closed') heardClose();
+    });
     // Publishing is fire-and-forget: repeat until the watcher is subscribed.
     await expect.poll(() => {
       log.publishControl({ type: 'superseded', sessionId: s.sessionId, stream: '0', from: 'gw-x' });
@@ -221,6 +220,7 @@ describe.each(modes)('LogPort: %s', (_mode, factory) => {
     }, { timeout: 5_000, interval: 100 }).toBe(true);
     await log.closeSession(s.sessionId, 'gw-y');
     await watching;
+    unlisten();
     expect(got[0]).toEqual({ type: 'superseded', sessionId: s.sessionId, stream: '0', from: 'gw-x' });
     expect(got.at(-1)).toEqual({ type: 'closed', sessionId: s.sessionId, from: 'gw-y' });
   });
@@ -244,9 +244,7 @@ describe('LogPort over gRPC only', () => {
       for await (const event of log.follow(s.sessionId, '0', { seq: 0, pos: 0 }, { signal: abort.signal })) followed.push(text(event.payload));
     })();
     const controls: ControlMessage[] = [];
-    const watching = (async () => {
-      for await (const message of log.watchControl(s.sessionId, abort.signal)) controls.push(message);
-    })();
+    const unlisten = log.listenControl(s.sessionId, (message) => controls.push(message));
     await expect.poll(() => followed.length).toBe(1);
     const port = service.port!;
     await service.kill();
@@ -263,7 +261,8 @@ describe('LogPort over gRPC only', () => {
       return controls.length > 0;
     }, { timeout: 10_000, interval: 200 }).toBe(true);
     abort.abort();
-    await Promise.all([following, watching]);
+    unlisten();
+    await following;
   });
 });
 

@@ -23,7 +23,7 @@ beforeAll(async () => {
   const layout = { streamName: `CACHE_${process.pid}`, subjectPrefix: `cache${process.pid}`, sessionsBucket: `cs_${process.pid}`, leasesBucket: `cl_${process.pid}`, principalsBucket: `cp_${process.pid}` };
   here = await SessionLog.create({ servers: nats.url, ...layout });
   elsewhere = await SessionLog.create({ servers: nats.url, ...layout });
-  cache = new SessionCache(here.connection, layout.subjectPrefix, here.config.sessionIdleMs, (sessionId, principal) => {
+  cache = new SessionCache((listener) => here.listenAllControl(listener), here.config.sessionIdleMs, (sessionId, principal) => {
     reads += 1;
     return here.sessions.authorize(sessionId, principal);
   });
@@ -72,7 +72,7 @@ describe('SessionCache', () => {
     const s = await elsewhere.createSession(ALICE);
     const other = await elsewhere.createSession(ALICE);
     let count = 0;
-    const slow = new SessionCache(here.connection, here.config.subjectPrefix, here.config.sessionIdleMs, async (sessionId, principal) => {
+    const slow = new SessionCache((listener) => here.listenAllControl(listener), here.config.sessionIdleMs, async (sessionId, principal) => {
       count += 1;
       const record = await here.sessions.authorize(sessionId, principal);
       if (count === 1) {
@@ -96,7 +96,7 @@ describe('SessionCache', () => {
   it('reads again once the idle timeout it knows of has run out', async () => {
     const s = await elsewhere.createSession(ALICE);
     let count = 0;
-    const short = new SessionCache(here.connection, here.config.subjectPrefix, 50, (id, p) => {
+    const short = new SessionCache((listener) => here.listenAllControl(listener), 50, (id, p) => {
       count += 1;
       return here.sessions.authorize(id, p);
     });

@@ -41,26 +41,33 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
   const token = randomBytes(8).toString('hex');
   // A newer GET supersedes older ones, on every instance.
   ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
-  // Opened before the head is read: whatever is stored after the head reaches it live, no replay needed.
-  const reader = ctx.log.openReader(session, '0');
-  let head;
   let listener: ListenerResult;
   try {
     listener = await ensureListener(ctx, session, protocolVersion);
-    if (listener.state === 'unsupported') {
-      reader.close();
-      return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
-    }
-    head = await ctx.log.head(sessionId, '0');
   } catch (err) {
-    reader.close();
     return replyError(res, fromLogError(err));
   }
+  if (listener.state === 'unsupported') {
+    return replyError(res, { status: 405, code: GatewayErrorCode.transport, message: 'Method Not Allowed: the upstream offers no GET stream', headers: { allow: 'POST, DELETE' } });
+  }
+  // Opened before the head is read, so whatever is stored after the head
+  // reaches the client without a replay: a tap of the listener's own
+  // appends when it runs here, else a reader of the stream's live copies.
+  const tap = listener.state === 'running_here' ? ctx.local.writer(sessionId, '0')?.feed?.tap() : undefined;
+  const reader = tap === undefined ? ctx.log.openReader(session, '0') : undefined;
+  let head;
+  try {
+    head = await ctx.log.head(sessionId, '0');
+  } catch (err) {
+    reader?.close();
+    return replyError(res, fromLogError(err));
+  }
+  const from = head === undefined ? { seq: 0, pos: 0 } : { seq: head.seq, pos: head.pos };
   await serveFromLog(ctx, req, res, {
     sessionId,
     stream: '0',
-    from: head === undefined ? { seq: 0, pos: 0 } : { seq: head.seq, pos: head.pos },
-    reader,
+    from,
+    ...(tap !== undefined ? { events: (signal, stats) => tap.follow(ctx.log, from, signal, stats) } : reader !== undefined ? { reader } : {}),
     headers: { [HttpHeader.sessionId]: sessionId },
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),

@@ -197,12 +197,16 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       // Fire and forget, like a core-NATS publish: nobody waits for it.
       call(client.publishControl, request).catch(() => undefined);
     },
-    async *watchControl(sessionId, signal) {
-      for await (const message of reopening(() => client.watchControl({ sessionId }), (m) => m.message, signal)) {
-        const type = controlTypeSpelling(message.type);
-        if (type === undefined) continue;
-        yield { type, sessionId: message.sessionId, ...(message.stream === undefined ? {} : { stream: message.stream }), ...(message.from === undefined ? {} : { from: message.from }) };
-      }
+    listenControl(sessionId, listener) {
+      const abort = new AbortController();
+      void (async () => {
+        for await (const message of reopening(() => client.watchControl({ sessionId }), (m) => m.message, abort.signal)) {
+          const type = controlTypeSpelling(message.type);
+          if (type === undefined) continue;
+          listener({ type, sessionId: message.sessionId, ...(message.stream === undefined ? {} : { stream: message.stream }), ...(message.from === undefined ? {} : { from: message.from }) });
+        }
+      })().catch(() => undefined);
+      return () => abort.abort();
     },
 
     ready: () =>

@@ -10,7 +10,11 @@ const PROBE_TIMEOUT_MS = 500;
 export async function createLocalLog(options: CreateSessionLogOptions): Promise<LogPort> {
   const log = await SessionLog.create(options);
   const nc = log.connection;
-  const sessions = new SessionCache(nc, log.config.subjectPrefix, log.config.sessionIdleMs, (sessionId, principal) => log.sessions.authorize(sessionId, principal));
+  const sessions = new SessionCache(
+    (listener) => log.listenAllControl(listener),
+    log.config.sessionIdleMs,
+    (sessionId, principal) => log.sessions.authorize(sessionId, principal),
+  );
   return {
     describe: `jetstream ${log.config.streamName} via ${nc.getServer()}`,
     createSession: async (principal, meta) => {
@@ -36,7 +40,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     holdPresence: (writerId, writes) => log.holdPresence(writerId, writes),
     probeWriter: (writerId, sessionId, stream, timeoutMs) => log.probeWriter(writerId, timeoutMs ?? PROBE_TIMEOUT_MS, sessionId, stream),
     publishControl: (message) => log.publishControl(message),
-    watchControl: (sessionId, signal) => log.watchControl(sessionId, signal),
+    listenControl: (sessionId, listener) => log.listenControl(sessionId, listener),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
     server: () => log.server,
     close: async () => {

@@ -68,8 +68,13 @@ export interface LogPort {
 
   /** Fire-and-forget control message to every instance following the session. */
   publishControl(message: ControlMessage): void;
-  /** Control messages for one session until `signal` aborts. */
-  watchControl(sessionId: string, signal: AbortSignal): AsyncIterable<ControlMessage>;
+  /**
+   * Calls `listener` with each control message of one session until the
+   * returned function is called. In-process from the connection's one
+   * control subscription (no subscription, generator or timer per session);
+   * over gRPC one WatchControl call per session.
+   */
+  listenControl(sessionId: string, listener: (message: ControlMessage) => void): () => void;
 
   /** True when the log can take requests (for /readyz). */
   ready(): Promise<boolean>;

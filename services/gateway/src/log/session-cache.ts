@@ -1,5 +1,4 @@
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { createSubjects, samePrincipal, SessionLogError, SessionLogErrorCode } from '@tether/session-log';
+import { samePrincipal, SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { ControlMessage, SessionRecord } from '@tether/session-log';
 
 /** Records kept; the least recently used goes past this. */
@@ -15,8 +14,9 @@ interface Cached {
  * Session records cached on this instance, so a POST or GET of a session
  * it has seen needs no registry read before the upstream call. A record
  * changes in one way that matters, it closes, and every close is broadcast
- * on `<prefix>.ctl.<session>` (`closed`): one wildcard subscription per
- * process drops the entry on any instance's close. The other way a
+ * on `<prefix>.ctl.<session>` (`closed`): the connection's one control
+ * subscription (`SessionLog.listenAllControl`) drops the entry on any
+ * instance's close. The other way a
  * session ends is the registry's idle timeout; an entry whose idle clock
  * (as far as this instance knows) ran out is read again. Principal and
  * metadata never change after creation, so authorizing from the cache is
@@ -27,29 +27,19 @@ interface Cached {
  */
 export class SessionCache {
   readonly #records = new Map<string, Cached>();
-  readonly #sub: Subscription;
+  readonly #unlisten: () => void;
   /** Closes heard so far: a read during which any close was heard is not cached (its answer may predate the close). */
   #closes = 0;
 
   constructor(
-    nc: NatsConnection,
-    subjectPrefix: string,
+    listenAll: (listener: (sessionId: string, message: ControlMessage) => void) => () => void,
     private readonly idleMs: number,
     private readonly read: (sessionId: string, principal: string) => Promise<SessionRecord>,
   ) {
-    this.#sub = nc.subscribe(createSubjects(subjectPrefix).control('*'), {
-      callback: (err, msg) => {
-        if (err !== null) return;
-        let message: ControlMessage;
-        try {
-          message = msg.json<ControlMessage>();
-        } catch {
-          return;
-        }
-        if (message.type !== 'closed' || typeof message.sessionId !== 'string') return;
-        this.#closes += 1;
-        this.#records.delete(message.sessionId);
-      },
+    this.#unlisten = listenAll((sessionId, message) => {
+      if (message.type !== 'closed') return;
+      this.#closes += 1;
+      this.#records.delete(sessionId);
     });
   }
 
@@ -81,7 +71,7 @@ export class SessionCache {
   }
 
   close(): void {
-    this.#sub.unsubscribe();
+    this.#unlisten();
     this.#records.clear();
   }
 

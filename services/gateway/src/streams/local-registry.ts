@@ -1,4 +1,4 @@
-import type { Logger } from 'pino';
+import type { AckedFeed } from './acked-feed.js';
 import type { LogPort } from '../log/log-port.js';
 
 /** A client connection this instance serves. */
@@ -16,6 +16,8 @@ export interface LocalWriter {
   readonly stream: string;
   readonly abort: AbortController;
   readonly done: Promise<unknown>;
+  /** Its acknowledged appends, for readers on this instance to tap. */
+  readonly feed?: AckedFeed;
 }
 
 /**
@@ -27,13 +29,13 @@ export interface LocalWriter {
 export class LocalRegistry {
   readonly #deliveries = new Map<string, Set<LocalDelivery>>();
   readonly #writers = new Map<string, LocalWriter>();
-  readonly #watches = new Map<string, AbortController>();
+  /** The control listener per session this instance serves: its unlisten. */
+  readonly #watches = new Map<string, () => void>();
   /** Streams this instance has claimed and is about to pump (the upstream is being opened). */
   readonly #claimed = new Set<string>();
 
   constructor(
     private readonly log: LogPort,
-    private readonly logger: Logger,
     /** +1 when this instance starts serving a session, -1 when it stops (metrics). */
     private readonly onSessionsChanged: (delta: number) => void = () => undefined,
     /** A writer let a stream of a session go without its end (control `released`). */
@@ -116,28 +118,22 @@ export class LocalRegistry {
 
   #watch(sessionId: string): void {
     if (this.#watches.has(sessionId)) return;
-    const controller = new AbortController();
-    this.#watches.set(sessionId, controller);
+    // A callback on the log's one control subscription: no subscription, generator or timer per session.
+    const unlisten = this.log.listenControl(sessionId, (message) => {
+      if (message.type === 'closed') this.endSession(sessionId);
+      else if (message.type === 'released' && message.stream !== undefined) this.onReleased(sessionId, message.stream);
+      else if (message.type === 'superseded' && message.stream === '0' && message.from !== undefined) this.supersede(sessionId, message.from);
+    });
+    this.#watches.set(sessionId, unlisten);
     this.onSessionsChanged(1);
-    void (async () => {
-      try {
-        for await (const message of this.log.watchControl(sessionId, controller.signal)) {
-          if (message.type === 'closed') this.endSession(sessionId);
-          else if (message.type === 'released' && message.stream !== undefined) this.onReleased(sessionId, message.stream);
-          else if (message.type === 'superseded' && message.stream === '0' && message.from !== undefined) this.supersede(sessionId, message.from);
-        }
-      } catch (err) {
-        if (!controller.signal.aborted) this.logger.warn({ sessionId, err: (err as Error).message }, 'control watch failed');
-      }
-    })();
   }
 
   #unwatchIfIdle(sessionId: string): void {
     if (this.#deliveries.has(sessionId)) return;
     for (const w of this.#writers.values()) if (w.sessionId === sessionId) return;
-    const watch = this.#watches.get(sessionId);
-    if (watch === undefined) return;
-    watch.abort();
+    const unlisten = this.#watches.get(sessionId);
+    if (unlisten === undefined) return;
+    unlisten();
     this.#watches.delete(sessionId);
     this.onSessionsChanged(-1);
   }

@@ -1,6 +1,7 @@
 import { context, trace } from '@opentelemetry/api';
 import { EventKind, HttpHeader, newStreamId } from '@tether/protocol';
 import { traceparentOf } from '@tether/telemetry';
+import { START_CURSOR } from '@tether/session-log';
 import type { AppendResult, FollowStats, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -74,9 +75,11 @@ export async function startPostStream(
   const { stream, payload } = opened;
   const prime = await opened.prime;
   const feed = new AckedFeed(session, stream, ctx.writerId);
+  // The client's tap, opened before the prime is pushed: it starts at the stream's start.
+  const tap = feed.tap();
   feed.stored({ kind: EventKind.prime, payload, result: prime, upstreamId: undefined, endReason: undefined });
   runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, protocolVersion, feed);
-  return { stream, events: (signal, stats) => feed.follow(ctx.log, signal, stats) };
+  return { stream, events: (signal, stats) => tap.follow(ctx.log, START_CURSOR, signal, stats) };
 }
 
 /**
@@ -127,7 +130,7 @@ export function runPump(
     logger.info({ outcome, events: counters.appended }, 'stream recorded');
     return outcome;
   });
-  ctx.local.addWriter({ sessionId, stream, abort, done });
+  ctx.local.addWriter({ sessionId, stream, abort, done, ...(feed === undefined ? {} : { feed }) });
   // After addWriter: the registry forgets the pump first, so a prober that
   // acts on the message hears "not writing".
   void done.then((outcome) => releaseIfUnfinished(ctx, sessionId, stream, outcome));

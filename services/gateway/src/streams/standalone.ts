@@ -1,9 +1,10 @@
 import { HttpHeader } from '@tether/protocol';
-import type { LogEvent, SessionRecord } from '@tether/session-log';
+import type { Cursor, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import { openUpstreamStream } from '../upstream-stream.js';
 import type { UpstreamStream } from '../upstream-stream.js';
+import { AckedFeed } from './acked-feed.js';
 import { pumpStream } from './pump.js';
 import { releaseIfUnfinished, reopenUpstream } from './post-stream.js';
 import { claimStream, findWriter, once } from './writer-claim.js';
@@ -42,13 +43,13 @@ async function startListener(ctx: GatewayContext, session: SessionRecord, protoc
   const claimed = await claimStream(ctx, sessionId, '0', head);
   if (claimed === undefined) return { state: 'running_elsewhere' };
   try {
-    return await listen(ctx, session, head, protocolVersion);
+    return await listen(ctx, session, head, claimed.at, protocolVersion);
   } finally {
-    claimed();
+    claimed.release();
   }
 }
 
-async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEvent | undefined, protocolVersion: string | undefined): Promise<ListenerResult> {
+async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEvent | undefined, claimedAt: Cursor, protocolVersion: string | undefined): Promise<ListenerResult> {
   const { sessionId } = session;
   // A head with an upstream cursor means an earlier holder recorded this stream: we take over from it.
   if (head?.upstreamId !== undefined) ctx.metrics.leaseTakeovers.add(1, { stream: 'get' });
@@ -73,6 +74,8 @@ async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEven
     return { state: answer.status === 405 ? 'unsupported' : 'failed' };
   }
   const logger = ctx.logger.child({ component: 'listener', sessionId, stream: '0' });
+  // The session's GET clients on this instance tap the pump's acknowledged appends (no live tail each).
+  const feed = new AckedFeed(session, '0', ctx.writerId, claimedAt);
   const done = pumpStream({
     log: ctx.log,
     logger,
@@ -87,11 +90,13 @@ async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEven
     maxEventBytes: ctx.config.maxEventBytes,
     endless: true,
     onAppend: (ms) => ctx.metrics.appendDuration.record(ms),
+    onStored: (stored) => feed.stored(stored),
   }).then((outcome) => {
+    feed.stopped();
     logger.info({ outcome }, 'upstream GET stream ended');
     return outcome;
   });
-  ctx.local.addWriter({ sessionId, stream: '0', abort, done });
+  ctx.local.addWriter({ sessionId, stream: '0', abort, done, feed });
   void done.then((outcome) => releaseIfUnfinished(ctx, sessionId, '0', outcome));
   logger.info({ resumedFrom: head?.upstreamId ?? null }, 'holding the upstream GET stream');
   return { state: 'running_here', writer: ctx.writerId };

@@ -64,7 +64,7 @@ async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: str
     // wait for it then, so the resume that got us here sees the verdict.
     runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, protocolVersion);
   } finally {
-    claimed();
+    claimed.release();
   }
   if (body === undefined) await ctx.local.writer(sessionId, stream)?.done;
   return { outcome: body === undefined ? 'abandoned' : 'resumed_upstream', writer: ctx.writerId };

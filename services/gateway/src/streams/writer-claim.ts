@@ -1,5 +1,5 @@
 import { isSessionLogError } from '@tether/session-log';
-import type { LogEvent, WriterState } from '@tether/session-log';
+import type { Cursor, LogEvent, WriterState } from '@tether/session-log';
 import type { GatewayContext } from '../context.js';
 
 /**
@@ -48,6 +48,19 @@ export async function findWriter(ctx: GatewayContext, sessionId: string, stream:
   return { kind: 'orphaned', head };
 }
 
+/** A claim that is ours. */
+export interface Claimed {
+  /**
+   * Until this is called, this instance's presence answers "writing" for
+   * the stream (its pump is not registered yet while the upstream is
+   * opened). Call it once the pump runs, or when the stream will not be
+   * pumped after all.
+   */
+  readonly release: () => void;
+  /** Where the claim's prime landed: the pump's first append follows it. */
+  readonly at: Cursor;
+}
+
 /**
  * Claims an orphaned stream: appends an id-only `prime` stamped with this
  * instance's writer id, directly after the head that was found orphaned
@@ -56,21 +69,18 @@ export async function findWriter(ctx: GatewayContext, sessionId: string, stream:
  * old writer lives after all, or another instance claimed first), the
  * append fails and this instance stands down.
  *
- * When the claim is ours, returns its release: until then this instance's
- * presence answers "writing" for the stream (its pump is not registered
- * yet while the upstream is opened). Call it once the pump runs, or when
- * the stream will not be pumped after all.
+ * When the claim is ours, returns it (see `Claimed`).
  */
-export async function claimStream(ctx: GatewayContext, sessionId: string, stream: string, head: LogEvent | undefined): Promise<(() => void) | undefined> {
+export async function claimStream(ctx: GatewayContext, sessionId: string, stream: string, head: LogEvent | undefined): Promise<Claimed | undefined> {
   const release = ctx.local.holdClaim(sessionId, stream);
   try {
-    await ctx.log.append(sessionId, stream, 'prime', new Uint8Array(), {
+    const at = await ctx.log.append(sessionId, stream, 'prime', new Uint8Array(), {
       claim: { afterSeq: head?.seq ?? 0 },
       writer: ctx.writerId,
       existing: head !== undefined,
       ...(head?.upstreamId === undefined ? {} : { upstreamId: head.upstreamId }),
     });
-    return release;
+    return { release, at: { seq: at.seq, pos: at.pos } };
   } catch (err) {
     release();
     if (isSessionLogError(err, 'writer_conflict') || isSessionLogError(err, 'stream_ended')) return undefined;
