@@ -3,11 +3,12 @@
  * baseline measured in the same run (DESIGN section 12):
  *
  * 1. tools/call `echo` latency through the gateway vs the same upstream direct
- *    and through a plain proxy (nginx);
+ *    and through two plain proxies (nginx, and a bare Node.js proxy);
  * 2. latency added per logged SSE event (`stream_progress` 1 vs 200 events),
  *    beside the same through nginx;
  * 3. aggregate events/s of many concurrent streams vs raw JetStream publish-with-ack;
- * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open;
+ * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open, beside the bare
+ *    Node.js proxy's;
  * 5. takeover after SIGKILL of the writer: from the kill to the next event at
  *    a client that resumed on another gateway, beside today's lease TTL.
  *
@@ -15,7 +16,9 @@
  * (one process answering SSE, one JSON), the gateway as its own process
  * (`services/gateway/dist/main.js`, so its RSS is its own), and Debian's nginx
  * (`/usr/sbin/nginx`, or `NGINX_BIN`) in front of the same upstreams; without
- * nginx the run says so loudly and leaves its columns empty. Prints figures
+ * nginx the run says so loudly and leaves its columns empty. The bare Node.js
+ * proxy (gateway/node-proxy.ts, its own process) is the second reference:
+ * what any Node.js hop costs here, beside what the gateway adds. Prints figures
  * (progress on stderr, results on stdout) and writes
  * bench-results/gateway-bench.json. Never asserts.
  *
@@ -34,17 +37,18 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, release, totalmem, type } from 'node:os';
 import { resolve } from 'node:path';
 import { connect } from '@nats-io/transport-node';
-import { measureIdleStreams } from './gateway/idle-streams.js';
+import { measureIdleStreamsOn, renderIdleStreams } from './gateway/idle-streams.js';
 import type { IdleStreamsResult } from './gateway/idle-streams.js';
-import { measureLatency, measureNatsRoundTrips } from './gateway/latency.js';
+import { measureLatencyRows, measureNatsRoundTrips, renderLatency } from './gateway/latency.js';
 import type { LatencyRow } from './gateway/latency.js';
 import { measurePerEvent } from './gateway/per-event.js';
 import type { PerEventResult } from './gateway/per-event.js';
 import { waitForQuietMachine } from './gateway/cpu.js';
 import type { Processes } from './gateway/cpu.js';
-import { connectInspector, inspectorUrl } from './gateway/inspector.js';
 import { findNginx, startNginxProxy } from './gateway/nginx.js';
 import type { NginxProxy } from './gateway/nginx.js';
+import { startNodeProxy } from './gateway/node-proxy.js';
+import type { NodeProxy } from './gateway/node-proxy.js';
 import { openFilesLimit, startBenchStack } from './gateway/stack.js';
 import { summarize95 } from './gateway/summary.js';
 import type { Summary95 } from './gateway/summary.js';
@@ -79,11 +83,15 @@ const TARGET = {
 interface Results {
   /** nginx's version, or why there is no nginx column. */
   nginx: { readonly version: string } | { readonly missing: string } | undefined;
+  /** The bare Node.js proxy's node version, when it ran (figures 1 and 4). */
+  nodeProxy: { readonly node: string } | undefined;
   latency: LatencyRow[];
   natsRoundTrips: Awaited<ReturnType<typeof measureNatsRoundTrips>> | undefined;
   perEvent: PerEventResult | undefined;
   throughput: ThroughputRow[];
   idle: IdleStreamsResult | undefined;
+  /** Figure 4 on the bare Node.js proxy, at the same levels. */
+  nodeProxyIdle: IdleStreamsResult | undefined;
   takeover: TakeoverResult | undefined;
 }
 
@@ -95,15 +103,25 @@ async function main(): Promise<void> {
   const waitedS = (performance.now() - waitStarted) / 1000;
   progress('starting nats-server, upstreams');
   const stack = await startBenchStack();
-  const results: Results = { nginx: undefined, latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined, takeover: undefined };
+  const results: Results = { nginx: undefined, nodeProxy: undefined, latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined, nodeProxyIdle: undefined, takeover: undefined };
   let machine: Record<string, unknown> = {};
   let failure: unknown;
   let nginx: NginxProxy | undefined;
+  let nodeProxy: NodeProxy | undefined;
+  const upstreamRoutes = [
+    { name: 'sse', origin: new URL(stack.sseUpstream.url).origin },
+    { name: 'json', origin: new URL(stack.jsonUpstream.url).origin },
+  ];
   try {
     if (PHASES.has('latency') || PHASES.has('events')) {
-      const started = await startReferenceProxy(stack.sseUpstream.url, stack.jsonUpstream.url);
+      const started = await startReferenceProxy(upstreamRoutes);
       nginx = started.proxy;
       results.nginx = started.proxy === undefined ? { missing: started.missing ?? 'unknown' } : { version: started.proxy.version };
+    }
+    if (PHASES.has('latency') || PHASES.has('rss')) results.nodeProxy = { node: process.version };
+    if (PHASES.has('latency')) {
+      nodeProxy = await startNodeProxy({ routes: upstreamRoutes });
+      progress(`node proxy (pid ${nodeProxy.pid}) in front of both upstreams: ${nodeProxy.url('sse')}, ${nodeProxy.url('json')}`);
     }
     const fdLimit = await openFilesLimit();
     machine = {
@@ -127,6 +145,9 @@ async function main(): Promise<void> {
         : ['version' in results.nginx
             ? `reference proxy: ${results.nginx.version} (one worker, proxy_buffering off, keep-alive upstream, no access log)`
             : `!!! NO NGINX: ${results.nginx.missing}. The "via nginx" columns are empty. !!!`]),
+      ...(results.nodeProxy === undefined
+        ? []
+        : [`second reference: a bare Node.js proxy, node ${results.nodeProxy.node} (own process; node:http server, undici request() for POSTs, node:http keep-alive agent for GETs, no logging)`]),
       'all on one machine, loopback: benchmark client, SDK upstream (own process), gateway (own process), nats-server',
       `other processes used ${otherCoresAtStart.toFixed(2)} cores just before the run (each figure below says how busy the rest of the machine was while it ran)`,
     ].join('\n');
@@ -137,34 +158,21 @@ async function main(): Promise<void> {
       const gw = await stack.startGateway({ name: 'gw-bench', nodeArgs, args: ['--route', `/json=${stack.jsonUpstream.url}`] });
       const sseVia = `${gw.origin}/mcp`;
       const jsonVia = `${gw.origin}/json`;
-      const nginxPids = (await nginx?.processes()) ?? {};
-      const processes = (upstreamPid: number): Processes => ({ gateway: gw.pid, upstream: upstreamPid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid, ...nginxPids });
+      const references = { ...((await nginx?.processes()) ?? {}), ...(nodeProxy === undefined ? {} : { 'node-proxy': nodeProxy.pid }) };
+      const processes = (upstreamPid: number): Processes => ({ gateway: gw.pid, upstream: upstreamPid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid, ...references });
       if (PHASES.has('latency')) {
-        const rows: [string, 'sdk' | 'raw', 'sse' | 'json', string, string][] = [
-          ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse', sseVia, stack.sseUpstream.url],
-          ['SDK client, JSON upstream (pass-through)', 'sdk', 'json', jsonVia, stack.jsonUpstream.url],
-          ['raw client, SSE upstream (logged stream)', 'raw', 'sse', sseVia, stack.sseUpstream.url],
-          ['raw client, JSON upstream (pass-through)', 'raw', 'json', jsonVia, stack.jsonUpstream.url],
-        ];
-        for (const [name, client, upstreamAnswer, gatewayUrl, directUrl] of rows) {
-          progress(`latency: ${name}, ${CALLS} calls each way`);
-          const upstreamPid = upstreamAnswer === 'sse' ? stack.sseUpstream.process.pid : stack.jsonUpstream.process.pid;
-          const nginxUrl = nginx?.url(upstreamAnswer);
-          const row = await measureLatency({
-            name,
-            client,
-            upstreamAnswer,
-            gatewayUrl,
-            directUrl,
-            ...(nginxUrl === undefined ? {} : { nginxUrl }),
-            warmup: 50,
-            calls: CALLS,
-            processes: processes(upstreamPid),
-            natsMonitorPort: stack.nats.monitorPort,
-          });
-          progress(`latency: ${name}: p50 ${ms(row.gateway.p50)} vs ${ms(row.direct.p50)} ms direct (${ratio(row.ratioP50)}), ${ms(row.nginx?.p50 ?? Number.NaN)} ms via nginx (${ratio(row.ratioToNginxP50)})`);
-          results.latency.push(row);
-        }
+        await measureLatencyRows({
+          gatewayUrl: { sse: sseVia, json: jsonVia },
+          directUrl: { sse: stack.sseUpstream.url, json: stack.jsonUpstream.url },
+          upstreamPid: { sse: stack.sseUpstream.process.pid, json: stack.jsonUpstream.process.pid },
+          nginx,
+          nodeProxy,
+          processes,
+          warmup: 50,
+          calls: CALLS,
+          natsMonitorPort: stack.nats.monitorPort,
+          onRow: (row) => results.latency.push(row),
+        });
         results.natsRoundTrips = await measureNatsRoundTrips(stack.nats.url, 300);
       }
       if (PHASES.has('events')) {
@@ -196,8 +204,9 @@ async function main(): Promise<void> {
       }
       await gw.process.stop('SIGTERM', 15_000);
     }
-    // Not needed by the phases below: its workers would only sit in the CPU figures.
+    // Not needed by the phases below: they would only sit in the CPU figures.
     await nginx?.stop();
+    await nodeProxy?.stop();
 
     if (PHASES.has('takeover')) {
       progress(`takeover: ${TAKEOVER_ROUNDS} rounds, SIGKILL of the writer mid-stream, resume on another gateway (cap ${TAKEOVER_TIMEOUT_S} s a round)`);
@@ -219,37 +228,26 @@ async function main(): Promise<void> {
     if (PHASES.has('rss')) {
       // A fresh gateway: RSS must not carry the heap grown by the phases above.
       // The inspector (loopback, random port) lets us force full GCs before reading RSS, and read V8 heap use.
-      const gw = await stack.startGateway({ name: 'gw-idle', nodeArgs: [...nodeArgs, '--inspect=127.0.0.1:0'], args: ['--route', `/json=${stack.jsonUpstream.url}`] });
-      const wsUrl = inspectorUrl(gw.process.stderrLines);
-      if (wsUrl === undefined) throw new Error('the gateway printed no inspector URL');
-      const inspector = await connectInspector(wsUrl);
-      // Per stream: one socket here, two in the gateway (client + upstream listener), one in the upstream.
-      const limits = { bench: fdLimit, gateway: await openFilesLimit(gw.pid), upstream: await openFilesLimit(stack.jsonUpstream.process.pid) };
-      const caps = [
-        { count: limits.bench - 300, why: `this process may open ${limits.bench} files (ulimit -n; it cannot raise its own limit)` },
-        { count: Math.floor((limits.gateway - 300) / 2), why: `the gateway may open ${limits.gateway} files and needs two per stream` },
-        { count: limits.upstream - 300, why: `the upstream may open ${limits.upstream} files` },
-      ];
-      const maxStreams = caps.reduce((a, b) => (b.count < a.count ? b : a));
-      machine['openFilesLimits'] = limits;
-      results.idle = await measureIdleStreams({
-        gatewayUrl: `${gw.origin}/json`,
-        gateway: gw,
-        inspector,
-        levels: STREAM_LEVELS,
-        maxStreams,
-        initConcurrency: 32,
-        openConcurrency: 64,
-        processes: { gateway: gw.pid, upstream: stack.jsonUpstream.process.pid, 'nats-server': stack.nats.pid ?? process.pid, bench: process.pid },
-        natsMonitorPort: stack.nats.monitorPort,
-      }).finally(() => inspector.close());
+      const inspect = '--inspect=127.0.0.1:0';
+      const on = { upstreamPid: stack.jsonUpstream.process.pid, natsPid: stack.nats.pid ?? process.pid, natsMonitorPort: stack.nats.monitorPort, levels: STREAM_LEVELS };
+      const gw = await stack.startGateway({ name: 'gw-idle', nodeArgs: [...nodeArgs, inspect], args: ['--route', `/json=${stack.jsonUpstream.url}`] });
+      const measured = await measureIdleStreamsOn({ ...on, target: gw, role: 'gateway', url: `${gw.origin}/json`, streamStarts: 'event' });
+      results.idle = measured.result;
+      machine['openFilesLimits'] = measured.openFilesLimits;
       await gw.process.stop('SIGTERM', 15_000);
+      // Then the same on the bare Node.js proxy, alone beside the upstream (the gateway's streams are closed).
+      nodeProxy = await startNodeProxy({ routes: upstreamRoutes, nodeArgs: [inspect] });
+      const proxied = await measureIdleStreamsOn({ ...on, target: nodeProxy, role: 'node-proxy', url: nodeProxy.url('json'), streamStarts: 'headers' });
+      results.nodeProxyIdle = proxied.result;
+      machine['openFilesLimits'] = { ...measured.openFilesLimits, ...proxied.openFilesLimits };
+      await nodeProxy.stop();
     }
   } catch (err) {
     // Print what was measured before the failure, then fail.
     failure = err;
   } finally {
     await nginx?.stop();
+    await nodeProxy?.stop();
     await stack.close();
   }
   const runtimeS = (performance.now() - started) / 1000;
@@ -266,7 +264,7 @@ async function main(): Promise<void> {
  * missing or cannot start, a loud line and no nginx columns: the reference
  * is worth having, not worth failing the run for.
  */
-async function startReferenceProxy(sseUrl: string, jsonUrl: string): Promise<{ proxy?: NginxProxy; missing?: string }> {
+async function startReferenceProxy(routes: readonly { name: string; origin: string }[]): Promise<{ proxy?: NginxProxy; missing?: string }> {
   const bin = findNginx();
   const loud = (why: string): { missing: string } => {
     const line = `!!! NO NGINX: ${why}. The "via nginx" columns stay empty. (CI installs it: apt-get install nginx) !!!`;
@@ -276,10 +274,7 @@ async function startReferenceProxy(sseUrl: string, jsonUrl: string): Promise<{ p
   };
   if (bin === undefined) return loud('nginx not found (NGINX_BIN, PATH, /usr/sbin/nginx)');
   try {
-    const proxy = await startNginxProxy(bin, [
-      { name: 'sse', origin: new URL(sseUrl).origin },
-      { name: 'json', origin: new URL(jsonUrl).origin },
-    ]);
+    const proxy = await startNginxProxy(bin, routes);
     progress(`nginx ${proxy.version} (${bin}, pid ${proxy.pid}) in front of both upstreams: ${proxy.url('sse')}, ${proxy.url('json')}`);
     return { proxy };
   } catch (err) {
@@ -300,8 +295,8 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
     summary.push([
       `tools/call echo p50, ${row.name}`,
       `${ms(row.gateway.p50)} ms`,
-      `${ms(row.direct.p50)} ms direct${row.nginx === undefined ? '' : `; ${ms(row.nginx.p50)} ms via nginx`}`,
-      `${ratio(row.ratioP50)}${row.nginx === undefined ? '' : `; ${ratio(row.ratioToNginxP50)} nginx`}`,
+      `${ms(row.direct.p50)} ms direct${row.nginx === undefined ? '' : `; ${ms(row.nginx.p50)} ms via nginx`}${row.nodeProxy === undefined ? '' : `; ${ms(row.nodeProxy.p50)} ms via node proxy (${ratio(row.nodeProxyRatioP50)} direct)`}`,
+      `${ratio(row.ratioP50)}${row.nginx === undefined ? '' : `; ${ratio(row.ratioToNginxP50)} nginx`}${row.nodeProxy === undefined ? '' : `; ${ratio(row.ratioToNodeProxyP50)} node proxy`}`,
       target,
       row.client === 'sdk' ? verdict(row.ratioP50 <= limit) : '',
     ]);
@@ -333,6 +328,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
   }
   if (r.idle !== undefined) {
     for (const l of r.idle.levels) {
+      const proxied = r.nodeProxyIdle?.levels.find((p) => p.streams === l.streams);
       // Per stream divides by the streams that were open; a few failed GETs only lower the level reached.
       const valid = l.closedEarly === 0;
       const judge = (kib: number): string =>
@@ -340,7 +336,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
       summary.push([
         `RSS per idle SSE stream, ${int(l.streams)} open (one per session), after full GC`,
         `${l.afterGc.rssPerStreamKiB.toFixed(1)} KiB`,
-        `${int(l.afterGc.rssBeforeKiB)} KiB before the GETs`,
+        `${int(l.afterGc.rssBeforeKiB)} KiB before the GETs${proxied === undefined ? '' : `; node proxy ${proxied.afterGc.rssPerStreamKiB.toFixed(1)} KiB/stream`}`,
         `V8 heap ${l.afterGc.heapPerStreamKiB.toFixed(1)} KiB/stream`,
         `≤ ${TARGET.rssPerStreamKiB} KB`,
         judge(l.afterGc.rssPerStreamKiB),
@@ -367,51 +363,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
   out.push('## Summary (DESIGN section 12 targets)', '', table(['figure', 'gateway', 'baseline (same run)', 'ratio', 'target', ''], summary), '');
   if (r.idle?.cappedBecause !== undefined) out.push(`Idle streams capped: ${r.idle.cappedBecause}.`, '');
 
-  if (r.latency.length > 0) {
-    const hasNginx = r.latency.some((row) => row.nginx !== undefined);
-    const pcts = (x: Summary95 | undefined): string[] => (x === undefined ? ['', '', ''] : [ms(x.p50), ms(x.p95), ms(x.p99)]);
-    const cpu = (row: LatencyRow, prefix: string): number =>
-      Object.entries(row.cpuMsPerRound)
-        .filter(([name]) => name === prefix || name.startsWith(`${prefix}-`))
-        .reduce((sum, [, used]) => sum + used, 0);
-    out.push('## 1. tools/call `echo` latency (ms): direct, via nginx, through the gateway', '');
-    out.push(
-      table(
-        ['client, upstream answer', 'n', 'direct p50', 'direct p95', 'direct p99', 'nginx p50', 'nginx p95', 'nginx p99', 'gw p50', 'gw p95', 'gw p99'],
-        r.latency.map((row) => [row.name, String(row.gateway.n), ...pcts(row.direct), ...pcts(row.nginx), ...pcts(row.gateway)]),
-      ),
-      '',
-      table(
-        ['client, upstream answer', 'gw ÷ direct p50', 'gw ÷ direct p99', 'gw ÷ nginx p50', 'gw ÷ nginx p99', 'nginx ÷ direct p50', 'gateway CPU per call', 'nginx CPU per call', 'NATS msgs in / out / JS API per call', 'other load'],
-        r.latency.map((row) => [
-          row.name,
-          ratio(row.ratioP50),
-          ratio(row.ratioP99),
-          row.nginx === undefined ? '' : ratio(row.ratioToNginxP50),
-          row.nginx === undefined ? '' : ratio(row.ratioToNginxP99),
-          row.nginx === undefined ? '' : ratio(row.nginxRatioP50),
-          `${ms(row.cpuMsPerRound['gateway'] ?? Number.NaN)} ms`,
-          row.nginx === undefined ? '' : `${ms(cpu(row, 'nginx'))} ms`,
-          `${row.natsPerCall.inMsgs.toFixed(1)} / ${row.natsPerCall.outMsgs.toFixed(1)} / ${row.natsPerCall.apiCalls.toFixed(1)}`,
-          `${row.otherCores.toFixed(2)} cores`,
-        ]),
-      ),
-      '',
-      hasNginx
-        ? 'Calls rotate between direct, nginx and the gateway, the same client on each; nginx is a plain proxy hop (proxy_buffering off, keep-alive upstream).'
-        : '!!! No nginx in this run: its columns are empty. !!!',
-      'SSE upstream: the SDK answers tools/call as SSE, so through the gateway each call is a logged stream',
-      "(opening `prime`, the upstream's priming event, the response, `end`: four acked appends, plus a log reader).",
-      'JSON upstream (`enableJsonResponse`): the gateway authorizes the session and passes the JSON through, no log writes.',
-      ...(r.natsRoundTrips === undefined
-        ? []
-        : [
-            `Unit costs in the same run (sequential, from the benchmark process): JetStream publish-with-ack p50 ${ms(r.natsRoundTrips.publishAck.p50)} ms,`,
-            `last-message read (what \`head\` does) p50 ${ms(r.natsRoundTrips.lastMessageRead.p50)} ms.`,
-          ]),
-      '',
-    );
-  }
+  out.push(...renderLatency(r.latency, r.natsRoundTrips));
   if (r.perEvent !== undefined) {
     const p = r.perEvent;
     out.push(`## 2. Latency per logged SSE event (ms to the response; ${p.repeats} repeats, raw client)`, '');
@@ -477,63 +429,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
       '',
     );
   }
-  if (r.idle !== undefined) {
-    const i = r.idle;
-    out.push('## 4. Gateway memory per idle SSE stream (KiB; one GET stream per session)', '');
-    out.push(
-      table(
-        [
-          'streams open',
-          'settled RSS before → after',
-          'per stream',
-          'after full GC: RSS before → after',
-          'per stream',
-          'V8 heap in use before → after',
-          'per stream',
-          'init / open',
-          'failed / closed early / init retries',
-          'gateway fds',
-          'idle: gateway CPU',
-          'idle: NATS msgs/s',
-          'idle: nats-server CPU',
-        ],
-        i.levels.map((l) => [
-          int(l.streams),
-          `${int(l.beforeKiB)} → ${int(l.afterKiB)}`,
-          l.perStreamKiB.toFixed(1),
-          `${int(l.afterGc.rssBeforeKiB)} → ${int(l.afterGc.rssAfterKiB)}`,
-          l.afterGc.rssPerStreamKiB.toFixed(1),
-          `${int(l.afterGc.heapBeforeKiB)} → ${int(l.afterGc.heapAfterKiB)}`,
-          l.afterGc.heapPerStreamKiB.toFixed(1),
-          `${l.initSeconds.toFixed(0)} s / ${l.openSeconds.toFixed(0)} s`,
-          `${l.failed} / ${l.closedEarly} / ${l.initRetries}`,
-          int(l.gatewayOpenFds),
-          `${(l.idle.gatewayCores * 100).toFixed(0)}% core`,
-          int(l.idle.natsMsgsInPerSec),
-          `${(l.idle.natsServerCores * 100).toFixed(0)}% core`,
-        ]),
-      ),
-      '',
-      'Each level first initializes its new sessions (route to the JSON upstream: initialize is a pass-through), waits for RSS',
-      'to settle, then opens one GET per new session and waits again; per stream = Σ(after − before) / streams.',
-      'A session holds one GET stream at a time (a second one, fresh or resumed, supersedes the first), so each stream',
-      "carries its session's upstream GET listener on this instance: an upstream socket and a pump (no timer: writer",
-      "liveness is per instance). The 'idle' columns are measured over 5 s after RSS settled.",
-      'Settled RSS is read once it stops moving; it carries whatever garbage V8 has not collected yet. Then the benchmark',
-      "forces two full GCs through the gateway's inspector (loopback, random port), reads V8 heap in use (retained objects)",
-      'and, 2 s later, RSS again. All per-stream figures are Σ(after − before) over levels / streams, in KiB.',
-      ...(i.cappedBecause === undefined ? [] : [`Capped: ${i.cappedBecause}.`]),
-      ...i.levels.flatMap((l) =>
-        l.failed === 0 ? [] : [`GETs that failed at ${int(l.streams)}: ${Object.entries(l.failures).map(([why, n]) => `${n} × ${why}`).join('; ')}.`],
-      ),
-      ...i.levels.flatMap((l) =>
-        Object.keys(l.gatewayWarnings).length === 0
-          ? []
-          : [`Gateway warnings among its last 500 log lines at ${int(l.streams)}: ${Object.entries(l.gatewayWarnings).map(([msg, n]) => `${n} × "${msg}"`).join(', ')}.`],
-      ),
-      '',
-    );
-  }
+  if (r.idle !== undefined) out.push(...renderIdleStreams(r.idle, r.nodeProxyIdle));
   if (r.takeover !== undefined) out.push(...renderTakeover(r.takeover));
   out.push(`runtime: ${runtimeS.toFixed(0)} s, of which ${waitedS.toFixed(0)} s waiting for a quiet machine`);
   return out.join('\n');

@@ -13,18 +13,24 @@
  * So each stream's cost includes what its session's first GET starts on the
  * instance: the lease-held upstream GET listener (an upstream connection, a
  * pump, a lease renewed every third of its TTL) and the control-subject watch.
+ *
+ * The same measurement runs on the bare Node.js proxy (node-proxy.ts) in
+ * front of the same upstream, the reference for what any Node.js process
+ * holding an idle proxied stream costs: there a stream is the client socket,
+ * the upstream GET on node:http and the pipe between them.
  */
 import { createWriteStream } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { Agent } from 'node:http';
-import { progress } from '../stats.js';
+import { Agent, request } from 'node:http';
+import { int, progress, table } from '../stats.js';
 import { natsCounters, withCpu } from './cpu.js';
 import type { Processes } from './cpu.js';
-import { createEndpoint, initialize, openGet } from './raw-mcp.js';
-import type { IdleStream } from './raw-mcp.js';
-import { rssKiB } from './stack.js';
-import type { GatewayProcess } from './stack.js';
+import { connectInspector, inspectorUrl } from './inspector.js';
 import type { Inspector } from './inspector.js';
+import { createEndpoint, initialize, openGet, PROTOCOL_VERSION } from './raw-mcp.js';
+import type { Endpoint, IdleStream } from './raw-mcp.js';
+import { openFilesLimit, rssKiB } from './stack.js';
+import type { GatewayProcess } from './stack.js';
 
 export interface IdleLevel {
   /** Idle streams (= sessions) open on the gateway at this level. */
@@ -75,7 +81,17 @@ export interface IdleStreamsResult {
 export interface IdleStreamsOptions {
   /** A gateway route; the JSON upstream's route makes initialize a pass-through (twice the rate of a logged one). */
   readonly gatewayUrl: string;
+  /** The process measured: the gateway, or the node proxy in the reference run (same shape); the `gateway…` fields of a level are its. */
   readonly gateway: GatewayProcess;
+  /** Its name in `processes` and in progress lines. Default `gateway`. */
+  readonly role?: string;
+  /**
+   * When a GET counts as open: at its first SSE event (default; the
+   * gateway's priming event), or at its 200 answer (the SDK upstream
+   * behind a plain proxy sends nothing on a standalone GET until it has a
+   * message).
+   */
+  readonly streamStarts?: 'event' | 'headers';
   /** The gateway's inspector, to force full GCs and read heap use. */
   readonly inspector: Inspector;
   readonly levels: readonly number[];
@@ -115,6 +131,8 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
   let heapSum = 0;
   let retries = 0;
   const pid = options.gateway.pid;
+  const role = options.role ?? 'gateway';
+  const open = options.streamStarts === 'headers' ? openGetAnswered : openGet;
   const init = async (): Promise<string> => {
     for (let attempt = 1; ; attempt += 1) {
       try {
@@ -134,24 +152,24 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
       const level = Math.min(wanted, options.maxStreams.count);
       if (level < wanted) cappedBecause = `asked for ${wanted} streams; ${options.maxStreams.why}`;
       if (level <= streams.length) break;
-      progress(`idle streams: initializing sessions up to ${level}`);
+      progress(`idle streams (${role}): initializing sessions up to ${level}`);
       let started = performance.now();
       const fresh = await inParallel(level - sessions.length, options.initConcurrency, init);
       sessions.push(...fresh);
       const initSeconds = (performance.now() - started) / 1000;
       const beforeKiB = await settledRss(pid);
       const gcBefore = await afterFullGc(options.inspector, pid);
-      const snapshot = HEAP_SNAPSHOT !== undefined && levels.length === 0 ? `${HEAP_SNAPSHOT}-${level}` : undefined;
+      const snapshot = HEAP_SNAPSHOT !== undefined && levels.length === 0 ? `${HEAP_SNAPSHOT}${role === 'gateway' ? '' : `-${role}`}-${level}` : undefined;
       if (snapshot !== undefined) await heapSnapshot(options.inspector, `${snapshot}-before.heapsnapshot`);
-      progress(`idle streams: ${sessions.length} sessions (${initSeconds.toFixed(0)} s), RSS ${beforeKiB} KiB; opening ${fresh.length} GET streams`);
+      progress(`idle streams (${role}): ${sessions.length} sessions (${initSeconds.toFixed(0)} s), RSS ${beforeKiB} KiB; opening ${fresh.length} GET streams`);
       started = performance.now();
       const opened = await inParallel(fresh.length, options.openConcurrency, async (k) => {
         try {
-          return await openGet(ep, agent, fresh[k]!);
+          return await open(ep, agent, fresh[k]!);
         } catch (err) {
           failed += 1;
           // Keep the reason without the port or session id, so equal reasons add up.
-          const reason = (err as Error).message.replace(/http:\/\/\S+/g, 'the gateway');
+          const reason = (err as Error).message.replace(/http:\/\/\S+/g, `the ${role}`);
           failures[reason] = (failures[reason] ?? 0) + 1;
           return undefined;
         }
@@ -183,7 +201,7 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
       const quiet = await withCpu(options.processes, () => new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS)));
       const natsAfter = await natsCounters(options.natsMonitorPort);
       const idle = {
-        gatewayCores: (quiet.cpuMs['gateway'] ?? Number.NaN) / quiet.wallMs,
+        gatewayCores: (quiet.cpuMs[role] ?? Number.NaN) / quiet.wallMs,
         natsServerCores: (quiet.cpuMs['nats-server'] ?? Number.NaN) / quiet.wallMs,
         natsMsgsInPerSec: (natsAfter.inMsgs - natsBefore.inMsgs) / (quiet.wallMs / 1000),
         otherCores: quiet.otherMs / quiet.wallMs,
@@ -211,9 +229,9 @@ export async function measureIdleStreams(options: IdleStreamsOptions): Promise<I
       };
       levels.push(sample);
       progress(
-        `idle streams: ${streams.length} open (${failed} failed, ${closed} closed early), RSS ${afterKiB} KiB, ${sample.perStreamKiB.toFixed(1)} KiB/stream ` +
+        `idle streams (${role}): ${streams.length} open (${failed} failed, ${closed} closed early), RSS ${afterKiB} KiB, ${sample.perStreamKiB.toFixed(1)} KiB/stream ` +
           `(after full GC: RSS ${afterGc.rssPerStreamKiB.toFixed(1)}, V8 heap ${afterGc.heapPerStreamKiB.toFixed(1)} KiB/stream); ` +
-          `idle: gateway ${(idle.gatewayCores * 100).toFixed(0)}% core, ${Math.round(idle.natsMsgsInPerSec)} NATS msgs/s; gateway holds ${gatewayOpenFds} fds; ` +
+          `idle: ${role} ${(idle.gatewayCores * 100).toFixed(0)}% core, ${Math.round(idle.natsMsgsInPerSec)} NATS msgs/s; ${role} holds ${gatewayOpenFds} fds; ` +
           `warnings in its last log lines: ${JSON.stringify(gatewayWarnings)}`,
       );
       if (level < wanted) break;
@@ -283,4 +301,180 @@ async function settledRss(pid: number): Promise<number> {
     if (performance.now() > deadline) return samples[samples.length - 1]!;
     await new Promise((resolve) => setTimeout(resolve, 1_000));
   }
+}
+
+/**
+ * A GET stream that counts as open at its 200 answer: what the SDK upstream
+ * sends on a standalone GET (headers, then nothing until it has a message),
+ * as a plain proxy passes it on.
+ */
+function openGetAnswered(ep: Endpoint, agent: Agent, sessionId: string, timeoutMs = 30_000): Promise<IdleStream> {
+  const headers = { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL_VERSION };
+  return new Promise((resolve, reject) => {
+    const req = request({ host: ep.url.hostname, port: ep.url.port, path: ep.url.pathname, method: 'GET', headers, agent });
+    const timer = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`GET stream at ${ep.url.href} did not answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        res.resume();
+        reject(new Error(`GET stream at ${ep.url.href} answered ${res.statusCode ?? 0} ${String(res.headers['content-type'] ?? '')}`));
+        return;
+      }
+      res.on('error', () => undefined);
+      res.resume();
+      resolve({ firstId: undefined, closed: new Promise<void>((done) => res.once('close', () => done())), close: () => req.destroy() });
+    });
+    req.end();
+  });
+}
+
+export interface IdleStreamsOnOptions {
+  /** The gateway or the node proxy, started with `--inspect=127.0.0.1:0` (it prints the inspector URL on stderr). */
+  readonly target: GatewayProcess;
+  /** `gateway` or `node-proxy`: its name in the CPU figures and progress lines. */
+  readonly role: string;
+  /** Its route to the JSON upstream. */
+  readonly url: string;
+  readonly upstreamPid: number;
+  readonly natsPid: number;
+  readonly natsMonitorPort: number;
+  readonly levels: readonly number[];
+  readonly streamStarts: 'event' | 'headers';
+}
+
+/**
+ * Figure 4 on one process: connects to its inspector, caps the levels by
+ * everyone's open-file limits (one socket per stream here and in the
+ * upstream, two in the target: client and upstream), measures, disconnects.
+ */
+export async function measureIdleStreamsOn(o: IdleStreamsOnOptions): Promise<{ result: IdleStreamsResult; openFilesLimits: Record<string, number> }> {
+  const wsUrl = inspectorUrl(o.target.process.stderrLines);
+  if (wsUrl === undefined) throw new Error(`the ${o.role} printed no inspector URL`);
+  const inspector = await connectInspector(wsUrl);
+  try {
+    const limits = { bench: await openFilesLimit(), [o.role]: await openFilesLimit(o.target.pid), upstream: await openFilesLimit(o.upstreamPid) };
+    const target = limits[o.role]!;
+    const caps = [
+      { count: limits.bench - 300, why: `this process may open ${limits.bench} files (ulimit -n; it cannot raise its own limit)` },
+      { count: Math.floor((target - 300) / 2), why: `the ${o.role} may open ${target} files and needs two per stream` },
+      { count: limits.upstream - 300, why: `the upstream may open ${limits.upstream} files` },
+    ];
+    const result = await measureIdleStreams({
+      gatewayUrl: o.url,
+      gateway: o.target,
+      role: o.role,
+      streamStarts: o.streamStarts,
+      inspector,
+      levels: o.levels,
+      maxStreams: caps.reduce((a, b) => (b.count < a.count ? b : a)),
+      initConcurrency: 32,
+      openConcurrency: 64,
+      processes: { [o.role]: o.target.pid, upstream: o.upstreamPid, 'nats-server': o.natsPid, bench: process.pid },
+      natsMonitorPort: o.natsMonitorPort,
+    });
+    return { result, openFilesLimits: limits };
+  } finally {
+    inspector.close();
+  }
+}
+
+/** Section 4 of the report: the gateway's levels, and beside each the node proxy's at the same count when it ran. */
+export function renderIdleStreams(i: IdleStreamsResult, nodeProxy: IdleStreamsResult | undefined): string[] {
+  const proxyAt = (streams: number): IdleLevel | undefined => nodeProxy?.levels.find((p) => p.streams === streams);
+  const proxyCells = (l: IdleLevel): string[] => {
+    const p = proxyAt(l.streams);
+    return nodeProxy === undefined ? [] : p === undefined ? ['', ''] : [p.afterGc.rssPerStreamKiB.toFixed(1), `${(p.idle.gatewayCores * 100).toFixed(0)}% core`];
+  };
+  // A proxy level the gateway did not reach (its GETs failed, or another cap) still gets its numbers.
+  const unmatched = (nodeProxy?.levels ?? []).filter((p) => !i.levels.some((l) => l.streams === p.streams));
+  return [
+    '## 4. Gateway memory per idle SSE stream (KiB; one GET stream per session)',
+    '',
+    table(
+      [
+        'streams open',
+        'settled RSS before → after',
+        'per stream',
+        'after full GC: RSS before → after',
+        'per stream',
+        'V8 heap in use before → after',
+        'per stream',
+        'init / open',
+        'failed / closed early / init retries',
+        'gateway fds',
+        'idle: gateway CPU',
+        'idle: NATS msgs/s',
+        'idle: nats-server CPU',
+        ...(nodeProxy === undefined ? [] : ['node proxy: per stream after full GC', 'idle: node proxy CPU']),
+      ],
+      i.levels.map((l) => [
+        int(l.streams),
+        `${int(l.beforeKiB)} → ${int(l.afterKiB)}`,
+        l.perStreamKiB.toFixed(1),
+        `${int(l.afterGc.rssBeforeKiB)} → ${int(l.afterGc.rssAfterKiB)}`,
+        l.afterGc.rssPerStreamKiB.toFixed(1),
+        `${int(l.afterGc.heapBeforeKiB)} → ${int(l.afterGc.heapAfterKiB)}`,
+        l.afterGc.heapPerStreamKiB.toFixed(1),
+        `${l.initSeconds.toFixed(0)} s / ${l.openSeconds.toFixed(0)} s`,
+        `${l.failed} / ${l.closedEarly} / ${l.initRetries}`,
+        int(l.gatewayOpenFds),
+        `${(l.idle.gatewayCores * 100).toFixed(0)}% core`,
+        int(l.idle.natsMsgsInPerSec),
+        `${(l.idle.natsServerCores * 100).toFixed(0)}% core`,
+        ...proxyCells(l),
+      ]),
+    ),
+    '',
+    ...(nodeProxy === undefined
+      ? []
+      : [
+          'Node proxy (test/bench/gateway/node-proxy.ts, a fresh process, same inspector GCs), in front of the same JSON upstream:',
+          '',
+          table(
+            ['streams open', 'after full GC: RSS before → after', 'per stream', 'V8 heap per stream', 'failed / closed early', 'node proxy fds', 'idle: node proxy CPU'],
+            nodeProxy.levels.map((p) => [
+              int(p.streams),
+              `${int(p.afterGc.rssBeforeKiB)} → ${int(p.afterGc.rssAfterKiB)}`,
+              p.afterGc.rssPerStreamKiB.toFixed(1),
+              p.afterGc.heapPerStreamKiB.toFixed(1),
+              `${p.failed} / ${p.closedEarly}`,
+              int(p.gatewayOpenFds),
+              `${(p.idle.gatewayCores * 100).toFixed(0)}% core`,
+            ]),
+          ),
+          '',
+          ...(unmatched.length === 0 ? [] : [`Node proxy levels with no gateway level of the same count: ${unmatched.map((p) => int(p.streams)).join(', ')}.`]),
+          ...(nodeProxy.cappedBecause === undefined ? [] : [`Node proxy capped: ${nodeProxy.cappedBecause}.`]),
+          ...nodeProxy.levels.flatMap((p) =>
+            p.failed === 0 ? [] : [`Node proxy GETs that failed at ${int(p.streams)}: ${Object.entries(p.failures).map(([why, n]) => `${n} × ${why}`).join('; ')}.`],
+          ),
+          'Its stream is the bare minimum of a Node.js hop: the client socket, an upstream GET on node:http, a pipe between them.',
+          '',
+        ]),
+    'Each level first initializes its new sessions (route to the JSON upstream: initialize is a pass-through), waits for RSS',
+    'to settle, then opens one GET per new session and waits again; per stream = Σ(after − before) / streams.',
+    'A session holds one GET stream at a time (a second one, fresh or resumed, supersedes the first), so each stream',
+    "carries its session's upstream GET listener on this instance: an upstream socket and a pump (no timer: writer",
+    "liveness is per instance). The 'idle' columns are measured over 5 s after RSS settled.",
+    'Settled RSS is read once it stops moving; it carries whatever garbage V8 has not collected yet. Then the benchmark',
+    "forces two full GCs through the gateway's inspector (loopback, random port), reads V8 heap in use (retained objects)",
+    'and, 2 s later, RSS again. All per-stream figures are Σ(after − before) over levels / streams, in KiB.',
+    ...(i.cappedBecause === undefined ? [] : [`Capped: ${i.cappedBecause}.`]),
+    ...i.levels.flatMap((l) =>
+      l.failed === 0 ? [] : [`GETs that failed at ${int(l.streams)}: ${Object.entries(l.failures).map(([why, n]) => `${n} × ${why}`).join('; ')}.`],
+    ),
+    ...i.levels.flatMap((l) =>
+      Object.keys(l.gatewayWarnings).length === 0
+        ? []
+        : [`Gateway warnings among its last 500 log lines at ${int(l.streams)}: ${Object.entries(l.gatewayWarnings).map(([msg, n]) => `${n} × "${msg}"`).join(', ')}.`],
+    ),
+    '',
+  ];
 }
