@@ -1,0 +1,242 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { EventKind, encodeResumeAck, encodeSseEvent, HttpHeader, isSessionId, ResumeVerdict, STANDALONE_STREAM } from '@tether/protocol';
+import { principalDigest, samePrincipal } from '@tether/session-log';
+import type { SessionLog, SessionRecord } from '@tether/session-log';
+import { isTetherSdkError } from './errors.js';
+import { fromLogError, jsonRpcError, resumeRefused, sessionNotFound } from './http-replies.js';
+import { BODY_TOO_LARGE, toWebRequest, writeNodeResponse } from './node-http.js';
+import { hostSession } from './session-host.js';
+import type { HostedSession, SdkServer, SdkTransportClass } from './session-host.js';
+import { sseResponse } from './sse-response.js';
+import { JsonRpcCode, SESSION_OWNER, SessionMeta } from './wire.js';
+import { createWriterPresence } from './writer-presence.js';
+import type { WriterPresence } from './writer-presence.js';
+import type { WriterWatchOptions } from './writer-watch.js';
+
+export interface SessionRouterOptions {
+  /** The session log, in-process on NATS (`SessionLog.create`). Not closed by the router. */
+  readonly log: SessionLog;
+  /**
+   * The SDK's web-standard transport class: v1
+   * `WebStandardStreamableHTTPServerTransport` from
+   * `@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js`, or v2's
+   * from `@modelcontextprotocol/server`. One is built per session per
+   * instance, with a `TetherEventStore` bound to that session.
+   */
+  readonly transport: SdkTransportClass;
+  /** A fresh server (`McpServer`, v1 or v2) for one session on this instance. Must build the same server everywhere (README). */
+  readonly createServer: () => SdkServer | Promise<SdkServer>;
+  /**
+   * The caller's credential (an `Authorization` value, a verified user id).
+   * A session is bound to the digest of the one that initialized it; a
+   * request with another gets 404, exactly like an unknown session. Default:
+   * the `Authorization` header, or '' (anonymous callers share one principal).
+   */
+  readonly principalOf?: (request: Request) => string | Promise<string>;
+  /** This process's writer identity. Default: one created for the router (and dropped by `close()`). */
+  readonly presence?: WriterPresence;
+  /** `retry:` (ms) on priming events and resume acknowledgments: how soon SDK clients reconnect. Default: none (the client's backoff). */
+  readonly retryIntervalMs?: number;
+  /** SSE keep-alive comments. Default 15 000 ms; 0: none. */
+  readonly keepAliveMs?: number;
+  /** Largest POST body read. Default 4 MiB (the SDKs' default). */
+  readonly maxBodyBytes?: number;
+  /** How readers watch a stream written by another instance. */
+  readonly writerWatch?: WriterWatchOptions;
+}
+
+export interface SessionRouter {
+  /** A web-standard handler (`Request` → `Response`): v2 servers, Hono, anything fetch-shaped. */
+  fetch(request: Request): Promise<Response>;
+  /** A node:http handler: v1 servers on `http.createServer` or Express. */
+  node(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** This process's writer identity (its id is stamped on every event it appends). */
+  readonly presence: WriterPresence;
+  /** Sessions this instance holds state for now. */
+  readonly localSessions: number;
+  /** Drops local state of every session (the sessions live on in the registry) and, if the router made it, the presence. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Protocol versions from which clients accept an event with an id and empty data (the SDKs' `supportsEmptySSEData`). */
+const PRIMING_SINCE = '2025-11-25';
+
+/**
+ * Serves MCP sessions of official-SDK servers from any instance of a fleet.
+ *
+ * - `initialize` (POST without `Mcp-Session-Id`) registers the session in
+ *   the log's registry, bound to the caller's principal, with the client's
+ *   initialize params, then lets the SDK answer it.
+ * - Any later request, on any instance, finds the session in the registry;
+ *   an instance that holds no state for it builds the transport and server
+ *   on demand (`hostSession`). Unknown, closed, or another principal's: 404.
+ * - POST and DELETE go to the SDK transport, which writes every message
+ *   through the session's `TetherEventStore` before its client sees it.
+ * - GET is served from the log, on every instance alike: a fresh GET follows
+ *   the session's stream `0` (what every instance's server sends there), and
+ *   a GET with `Last-Event-ID` resumes any stream of the session, streaming
+ *   its live continuation while another instance still produces it, and
+ *   ending it explicitly if that instance dies. Refusals are error statuses
+ *   with the verdict and reason, never an empty 200.
+ */
+export function createSessionRouter(options: SessionRouterOptions): SessionRouter {
+  const { log } = options;
+  const ownPresence = options.presence === undefined;
+  const presence = options.presence ?? createWriterPresence(log);
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const principalOf = options.principalOf ?? ((request: Request) => request.headers.get('authorization') ?? '');
+  const hosted = new Map<string, Promise<HostedSession>>();
+  const hostOptions = {
+    log,
+    presence,
+    transport: options.transport,
+    createServer: options.createServer,
+    ...(options.retryIntervalMs === undefined ? {} : { retryIntervalMs: options.retryIntervalMs }),
+    ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
+    ...(options.writerWatch === undefined ? {} : { writerWatch: options.writerWatch }),
+  };
+
+  const host = (record: SessionRecord, url: string, rebuild: boolean): Promise<HostedSession> => {
+    let pending = hosted.get(record.sessionId);
+    if (pending === undefined) {
+      pending = hostSession(hostOptions, record, url, rebuild, () => hosted.delete(record.sessionId));
+      hosted.set(record.sessionId, pending);
+      pending.catch(() => hosted.delete(record.sessionId));
+    }
+    return pending;
+  };
+
+  /** The session if it is active, ours, and this caller's; else undefined (answered 404 like the SDK's unknown session). */
+  const authorize = async (request: Request, principal: string): Promise<HostedSession | undefined> => {
+    const sessionId = request.headers.get(HttpHeader.sessionId);
+    if (sessionId === null || !isSessionId(sessionId)) return undefined;
+    // The registry is read on every request: a close or idle-out anywhere is seen at once.
+    const record = await log.getSession(sessionId);
+    if (record === undefined || record.state !== 'active' || record.meta[SessionMeta.owner] !== SESSION_OWNER || !samePrincipal(record.principal, principal)) return undefined;
+    return host(record, request.url, true);
+  };
+
+  const fetch = async (request: Request): Promise<Response> => {
+    try {
+      const principal = principalDigest(await principalOf(request));
+      switch (request.method) {
+        case 'POST':
+          return await post(request, principal);
+        case 'GET':
+          return await get(request, principal);
+        case 'DELETE': {
+          const session = await authorize(request, principal);
+          if (session === undefined) return sessionNotFound();
+          const answer = await session.transport.handleRequest(request);
+          await session.close();
+          return answer;
+        }
+        default:
+          return jsonRpcError(405, JsonRpcCode.transport, 'Method not allowed.', { headers: { allow: 'GET, POST, DELETE' } });
+      }
+    } catch (err) {
+      if (isTetherSdkError(err, 'session_not_rebuildable')) return sessionNotFound();
+      return fromLogError(err);
+    }
+  };
+
+  const post = async (request: Request, principal: string): Promise<Response> => {
+    let body: unknown;
+    try {
+      body = JSON.parse(await request.text());
+    } catch {
+      return jsonRpcError(400, JsonRpcCode.parse, 'Parse error: Invalid JSON');
+    }
+    const initialize = initializeParams(body);
+    if (request.headers.get(HttpHeader.sessionId) === null) {
+      if (initialize === undefined) return jsonRpcError(400, JsonRpcCode.transport, 'Bad Request: Mcp-Session-Id header is required');
+      return await open(request, principal, body, initialize);
+    }
+    const session = await authorize(request, principal);
+    if (session === undefined) return sessionNotFound();
+    void log.sessions.touch(session.record.sessionId).catch(() => undefined);
+    return await session.transport.handleRequest(request, { parsedBody: body });
+  };
+
+  /** `initialize`: register the session (bound to the principal), give stream `0` its head, and let the SDK answer. */
+  const open = async (request: Request, principal: string, body: unknown, initialize: unknown): Promise<Response> => {
+    const record = await log.createSession(principal, { [SessionMeta.owner]: SESSION_OWNER, [SessionMeta.initialize]: JSON.stringify(initialize) });
+    // The GET stream always has a head, so a fresh GET can give its client a real cursor.
+    await log.append(record.sessionId, STANDALONE_STREAM, EventKind.prime, new Uint8Array(), { opensStream: { epoch: record.epoch } });
+    const session = await host(record, request.url, false);
+    const answer = await session.transport.handleRequest(request, { parsedBody: body });
+    if (answer.status !== 200) {
+      await session.close();
+      await log.closeSession(record.sessionId).catch(() => false);
+    }
+    return answer;
+  };
+
+  const get = async (request: Request, principal: string): Promise<Response> => {
+    if (!(request.headers.get('accept') ?? '').includes('text/event-stream')) {
+      return jsonRpcError(406, JsonRpcCode.transport, 'Not Acceptable: Client must accept text/event-stream');
+    }
+    if (request.headers.get(HttpHeader.sessionId) === null) return jsonRpcError(400, JsonRpcCode.transport, 'Bad Request: Mcp-Session-Id header is required');
+    const session = await authorize(request, principal);
+    if (session === undefined) return sessionNotFound();
+    const { sessionId } = session.record;
+    const protocolVersion = request.headers.get(HttpHeader.protocolVersion) ?? '';
+    const priming = protocolVersion === '' || protocolVersion >= PRIMING_SINCE;
+    const retry = options.retryIntervalMs === undefined ? {} : { retryMs: options.retryIntervalMs };
+    const sse = { ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }) };
+    const lastEventId = request.headers.get(HttpHeader.lastEventId);
+    const abort = new AbortController();
+    if (lastEventId !== null) {
+      const result = await session.store.resume(lastEventId);
+      if (result.verdict !== 'resumed') return resumeRefused(result.verdict, result.reason);
+      const headers = { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed };
+      // The client has every message of a finished stream: 204, or the SDK client would reopen an empty stream forever.
+      if (result.accepted.nothingLeft) return new Response(null, { status: 204, headers });
+      // The acknowledgment's id is the cursor: the SDK client forgets a cursor it did not see on this
+      // very response (typescript-sdk#2499), so it keeps it even if we end before the next event.
+      const opening = priming ? encodeResumeAck({ cursor: lastEventId, stream: result.accepted.stream, nextSeq: result.accepted.cursor.seq + 1, ...retry }) : '';
+      return sseResponse(result.events(abort.signal), abort, { headers, opening, ...sse });
+    }
+    // A fresh GET: opened before the head is read, so whatever is stored after the head reaches it live.
+    const reader = log.openReader(session.record, STANDALONE_STREAM);
+    let head;
+    try {
+      head = await log.head(sessionId, STANDALONE_STREAM);
+    } catch (err) {
+      reader.close();
+      throw err;
+    }
+    const from = head === undefined ? { seq: 0, pos: 0 } : { seq: head.seq, pos: head.pos };
+    const opening = priming && head !== undefined ? encodeSseEvent({ id: head.id, data: '', ...retry }) : '';
+    return sseResponse(reader.follow(from, { signal: abort.signal }), abort, { headers: { [HttpHeader.sessionId]: sessionId }, opening, ...sse });
+  };
+
+  return {
+    fetch,
+    async node(req, res) {
+      const request = await toWebRequest(req, maxBodyBytes);
+      if (request === BODY_TOO_LARGE) return writeNodeResponse(jsonRpcError(413, JsonRpcCode.transport, `Payload Too Large: the body exceeds ${maxBodyBytes} bytes`), res);
+      return writeNodeResponse(await fetch(request), res);
+    },
+    presence,
+    get localSessions() {
+      return hosted.size;
+    },
+    async close() {
+      const sessions = await Promise.allSettled([...hosted.values()]);
+      await Promise.all(sessions.map((s) => (s.status === 'fulfilled' ? s.value.close() : undefined)));
+      if (ownPresence) await presence.close();
+    },
+  };
+}
+
+/** The params of an `initialize` request in a POST body (alone or in a batch), if there is one. */
+function initializeParams(body: unknown): unknown {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (typeof message === 'object' && message !== null && (message as { method?: unknown }).method === 'initialize') {
+      return (message as { params?: unknown }).params ?? {};
+    }
+  }
+  return undefined;
+}
