@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: build and type-check, run the whole vitest suite on this Node
 # against the current nats-server (scripts/nats-server.sh fetches it), the
-# NATS-touching suites once more on the 2.9 floor (the session-log library,
+# NATS-touching suites once more on the 2.9 floor (the session-log library, the SDK stores,
 # the gateway's e2e suite in JetStream mode, the short chaos run), the whole
 # suite again on Node 24 (without the gRPC-mode e2e replay, chaos and fuzz,
 # which ran on the first Node), then the MCP conformance suite
@@ -134,7 +134,7 @@ elif [ "$floor_version" = "$current_version" ]; then
   warnings+=("the floor and the current server are both $current_version: ran the NATS suites once")
 else
   NATS_SERVER_BIN=$NATS_FLOOR run_part "nats$floor_version" node "$VITEST" run --project all \
-    packages/session-log/test services/gateway/test/e2e test/chaos
+    packages/session-log/test packages/sdk/test services/gateway/test/e2e test/chaos
 fi
 
 conformance_node=""
