@@ -134,7 +134,7 @@ elif [ "$floor_version" = "$current_version" ]; then
   warnings+=("the floor and the current server are both $current_version: ran the NATS suites once")
 else
   NATS_SERVER_BIN=$NATS_FLOOR run_part "nats$floor_version" node "$VITEST" run --project all \
-    packages/session-log/test packages/sdk/test services/gateway/test/e2e test/chaos
+    packages/session-log/test packages/sdk/test examples/sdk-server/test services/gateway/test/e2e test/chaos
 fi
 
 conformance_node=""

@@ -32,6 +32,13 @@ export interface SdkTransportOptions {
 /** `WebStandardStreamableHTTPServerTransport` of either SDK. */
 export type SdkTransportClass = new (options: SdkTransportOptions) => SdkTransport;
 
+/** The session a server is built for: `createServer`'s argument (durable tasks need its principal). */
+export interface SdkSessionInfo {
+  readonly sessionId: string;
+  /** The digest of the credential that created the session (`principalDigest(principalOf(request))`), never the credential. */
+  readonly principal: string;
+}
+
 /** What the router needs of the user's server (`McpServer` or `Server`, v1 or v2). */
 export interface SdkServer {
   connect(transport: never): Promise<void>;
@@ -41,7 +48,7 @@ export interface SessionHostOptions {
   readonly log: SessionLog;
   readonly presence: WriterPresence;
   readonly transport: SdkTransportClass;
-  readonly createServer: () => SdkServer | Promise<SdkServer>;
+  readonly createServer: (session: SdkSessionInfo) => SdkServer | Promise<SdkServer>;
   readonly retryIntervalMs?: number;
   readonly keepAliveMs?: number;
   readonly writerWatch?: WriterWatchOptions;
@@ -96,7 +103,7 @@ export async function hostSession(options: SessionHostOptions, record: SessionRe
     ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
   });
   transportRef = transport;
-  const server = await options.createServer();
+  const server = await options.createServer({ sessionId: record.sessionId, principal: record.principal });
   await server.connect(transport as never);
   let closed = false;
   const close = async (): Promise<void> => {

@@ -6,7 +6,7 @@ import { isTetherSdkError } from './errors.js';
 import { fromLogError, jsonRpcError, resumeRefused, sessionNotFound } from './http-replies.js';
 import { BODY_TOO_LARGE, toWebRequest, writeNodeResponse } from './node-http.js';
 import { hostSession } from './session-host.js';
-import type { HostedSession, SdkServer, SdkTransportClass } from './session-host.js';
+import type { HostedSession, SdkServer, SdkSessionInfo, SdkTransportClass } from './session-host.js';
 import { sseResponse } from './sse-response.js';
 import { JsonRpcCode, SESSION_OWNER, SessionMeta } from './wire.js';
 import { createWriterPresence } from './writer-presence.js';
@@ -24,8 +24,8 @@ export interface SessionRouterOptions {
    * instance, with a `TetherEventStore` bound to that session.
    */
   readonly transport: SdkTransportClass;
-  /** A fresh server (`McpServer`, v1 or v2) for one session on this instance. Must build the same server everywhere (README). */
-  readonly createServer: () => SdkServer | Promise<SdkServer>;
+  /** A fresh server (`McpServer`, v1 or v2) for one session on this instance. Must build the same server everywhere (README); `session.principal` picks per-principal state such as durable tasks (`forPrincipal`). */
+  readonly createServer: (session: SdkSessionInfo) => SdkServer | Promise<SdkServer>;
   /**
    * The caller's credential (an `Authorization` value, a verified user id).
    * A session is bound to the digest of the one that initialized it; a
