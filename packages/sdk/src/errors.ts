@@ -12,6 +12,8 @@ export const TetherSdkErrorCode = {
   unknownStream: 'unknown_stream',
   /** A session's stored `initialize` request is missing or unreadable: the session cannot be rebuilt here. */
   sessionNotRebuildable: 'session_not_rebuildable',
+  /** Asked of the SDK's own resume path what it cannot serve: a GET stream never ends, and the SDK answers a replay only once it did. */
+  unsupported: 'unsupported',
 } as const;
 export type TetherSdkErrorCode = (typeof TetherSdkErrorCode)[keyof typeof TetherSdkErrorCode];
 

@@ -137,12 +137,19 @@ export class TetherEventStore {
    * to the stream's end. Throws `resume_refused` on a refusal. The SDK
    * returns its response only once this resolves, so the client sees the
    * continuation when the stream has ended; `createSessionRouter` serves
-   * resumes itself, streaming, from `resume()`.
+   * resumes itself, streaming, from `resume()`. A cursor on the GET stream
+   * (which never ends) is refused `unsupported` here: the router serves it.
    */
   async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JsonRpcMessage) => Promise<void> }): Promise<string> {
     const result = await this.resume(lastEventId);
     if (result.verdict !== 'resumed') {
       throw new TetherSdkError(TetherSdkErrorCode.resumeRefused, `resume refused (${result.verdict}): ${result.reason}`, { verdict: result.verdict });
+    }
+    if (result.accepted.stream === STANDALONE_STREAM) {
+      // The GET stream never ends: followed here, the SDK would never answer;
+      // stopped at the head, events stored meanwhile would be skipped. An
+      // error status (500) instead of a hang: the router serves GETs.
+      throw new TetherSdkError(TetherSdkErrorCode.unsupported, 'a GET stream resume cannot be served through the SDK\'s own replay path (it answers only once the replay ends, and this stream never does); serve GETs with createSessionRouter', { stream: STANDALONE_STREAM });
     }
     const abort = new AbortController();
     try {

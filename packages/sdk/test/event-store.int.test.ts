@@ -3,7 +3,7 @@ import { principalDigest, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
-import { createWriterPresence, isTetherSdkError, requestsOfTransport, TetherEventStore } from '@tether/sdk';
+import { createWriterPresence, isTetherSdkError, requestsOfTransport, SDK_GET_STREAM, TetherEventStore } from '@tether/sdk';
 import type { SdkTransport, WriterPresence } from '@tether/sdk';
 import { buildServer, isolatedNames, transportClass } from './router-fixtures.js';
 import type { SdkMajor } from './router-fixtures.js';
@@ -137,5 +137,14 @@ describe.each(['v1', 'v2'] as const)('TetherEventStore under the SDK %s transpor
     expect(isTetherSdkError(why) && why.fields.verdict).toBe('epoch_mismatch');
     const malformed = await a.get('not-a-tether-id');
     expect(malformed.status).toBe(400);
+  });
+
+  it('answers a GET-stream cursor with an error status, never a replay that cannot end (the router serves those)', async () => {
+    const a = await processFor(major, isolatedNames(), undefined);
+    // A server notification with no request: the SDK stores it on its GET stream.
+    const cursor = await a.store.storeEvent(SDK_GET_STREAM, { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } });
+    const answer = await a.get(cursor);
+    expect(answer.status).toBe(500);
+    expect(a.errors.some((e) => isTetherSdkError(e, 'unsupported'))).toBe(true);
   });
 });
