@@ -347,11 +347,12 @@ function logChecks(key: string, records: readonly LogRecord[], out: Violation[],
 
 type Report = (kind: string, ex: Exchange | undefined, eventId: string | undefined, expected: string | undefined, detail: string) => void;
 
-/** Progress 1, 2, 3… without repeats or holes; one response per request. */
-function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report): void {
+/** Progress 1, 2, 3… without repeats or holes; one response per request (exported for its own test). */
+export function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report): void {
   const progress = new Map<string, number>();
   const responses = new Map<string, string>();
-  let lastLog = 0;
+  /** The last logging message seen on stream 0, and the call that sent it. */
+  let lastLog = { seq: 0, call: undefined as string | undefined };
   for (const { id, event, exchange } of ordered) {
     const m: Meaning = event.meaning;
     if (m.t === 'progress') {
@@ -363,10 +364,12 @@ function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered
       if (earlier !== undefined) v('double_response', exchange, id, undefined, `a second response for request ${m.id} (first at ${earlier})`);
       responses.set(m.id, id);
     } else if (m.t === 'log' && group.stream === '0') {
-      // Each notify call sends 1, 2, 3…; a new call starts again at 1. Holes are
-      // the upstream's (it drops messages while no GET is open); repeats are not.
-      if (m.seq !== 1 && m.seq <= lastLog) v('payload_duplicate', exchange, id, String(lastLog + 1), `logging message ${m.seq} after ${lastLog}`);
-      lastLog = m.seq;
+      // Each notify call sends 1, 2, 3… and names itself. Holes are the
+      // upstream's (it drops messages while no GET is open, so a new call
+      // may show up first at any seq); a repeat within one call is not.
+      const sameCall = m.call === undefined ? m.seq !== 1 : m.call === lastLog.call;
+      if (sameCall && m.seq <= lastLog.seq) v('payload_duplicate', exchange, id, String(lastLog.seq + 1), `logging message ${m.seq} after ${lastLog.seq}${m.call === undefined ? '' : ` of call ${m.call}`}`);
+      lastLog = { seq: m.seq, call: m.call };
     }
   }
   if (opening?.tool === 'stream_progress' && opening.rpcId !== undefined) {

@@ -56,7 +56,7 @@ export function digest(data: string | Uint8Array): string {
 export type Meaning =
   | { readonly t: 'empty' }
   | { readonly t: 'progress'; readonly token: string; readonly progress: number }
-  | { readonly t: 'log'; readonly seq: number }
+  | { readonly t: 'log'; readonly seq: number; readonly call: string | undefined }
   | { readonly t: 'response'; readonly id: string; readonly ok: boolean; readonly code?: number; readonly tether?: string; readonly text?: string }
   | { readonly t: 'other' };
 
@@ -76,8 +76,8 @@ export function meaningOf(data: string): Meaning {
     if (typeof params?.progress === 'number') return { t: 'progress', token: String(params.progressToken), progress: params.progress };
   }
   if (m['method'] === 'notifications/message') {
-    const seq = (m['params'] as { data?: { seq?: unknown } } | undefined)?.data?.seq;
-    if (typeof seq === 'number') return { t: 'log', seq };
+    const data = (m['params'] as { data?: { seq?: unknown; call?: unknown } } | undefined)?.data;
+    if (typeof data?.seq === 'number') return { t: 'log', seq: data.seq, call: typeof data.call === 'string' ? data.call : undefined };
   }
   if ('id' in m && ('result' in m || 'error' in m) && !('method' in m)) {
     const id = JSON.stringify(m['id']);

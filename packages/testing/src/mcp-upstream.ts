@@ -230,10 +230,13 @@ function createToolServer(): McpServer {
   });
 
   server.registerTool(UpstreamTools.NotifyStandalone, { description: 'Sends count logging messages on the standalone GET stream, then answers.', inputSchema: countArgs }, async ({ count, delayMs }, extra) => {
+    // Which call sent a message: a checker can then tell a repeat within a
+    // call from a new call whose first messages the upstream dropped.
+    const call = String(extra.requestId);
     for (let i = 1; i <= count; i += 1) {
       // No relatedRequestId: the transport routes it to the GET stream (or
       // drops it, or only stores it with an event store, when none is open).
-      await server.sendLoggingMessage({ level: 'info', logger: 'tether-test-upstream', data: { seq: i, of: count } }, extra.sessionId);
+      await server.sendLoggingMessage({ level: 'info', logger: 'tether-test-upstream', data: { seq: i, of: count, call } }, extra.sessionId);
       if (i < count) await pause(delayMs);
     }
     return { content: [{ type: 'text', text: `sent ${count}` }] };
