@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
-import { SessionLog } from '@tether/session-log';
+import { namespaceNames, SessionLog } from '@tether/session-log';
 import { findNatsServerBinary } from '@tether/testing';
 import { check, groupByStream, tally } from './checker.js';
 import type { CheckResult, Violation } from './checker.js';
@@ -76,10 +76,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const say = options.say ?? (() => undefined);
   const load: LoadShape = { ...defaultLoad, ...options.load };
   const rng = createRng(options.seed);
-  const streamName = `CHAOS_${options.seed}_${randomBytes(3).toString('hex')}`;
-  say(`starting: 3-node NATS cluster, 2 upstreams, 3 gateways, balancer (log stream ${streamName})`);
-  const stack = await startChaosStack({ streamName, gatewayLogDir: options.gatewayLogDir });
-  const tap = await startLogTap(stack.cluster.urls, streamName);
+  const namespace = `chaos_${options.seed}_${randomBytes(3).toString('hex')}`;
+  const { streamName, subjectPrefix } = namespaceNames(namespace);
+  say(`starting: 3-node NATS cluster, 2 upstreams, 3 gateways, balancer (namespace ${namespace}, log stream ${streamName})`);
+  const stack = await startChaosStack({ namespace, gatewayLogDir: options.gatewayLogDir });
+  const tap = await startLogTap(stack.cluster.urls, streamName, subjectPrefix);
   const recorder = new Recorder();
   const hardStop = new AbortController();
   // Every call of every client listens to it.
@@ -129,7 +130,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await sleep(1_000);
     await tap.stop();
 
-    const pages = await readPages(stack.cluster.urls, streamName, recorder, options.readPageBudgetMs ?? 30_000, say);
+    const pages = await readPages(stack.cluster.urls, namespace, recorder, options.readPageBudgetMs ?? 30_000, say);
     const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, purged: tap.purged });
     const counts = tally(result);
     if (options.dumpPath !== undefined) {
@@ -204,12 +205,12 @@ function resumeOutcome(status: number | undefined, verdict: string | undefined):
  * still alive: the log as the library reads it, to cross-check the tap and
  * to find any event the tap missed. Bounded by `budgetMs`.
  */
-async function readPages(servers: readonly string[], streamName: string, recorder: Recorder, budgetMs: number, say: (line: string) => void): Promise<Map<string, LogRecord[]>> {
+async function readPages(servers: readonly string[], namespace: string, recorder: Recorder, budgetMs: number, say: (line: string) => void): Promise<Map<string, LogRecord[]>> {
   const pages = new Map<string, LogRecord[]>();
   const until = Date.now() + budgetMs;
   let log: SessionLog;
   try {
-    log = await SessionLog.create({ servers, streamName, replicas: 3 });
+    log = await SessionLog.create({ servers, namespace, replicas: 3 });
   } catch (err) {
     say(`readPage cross-check skipped: ${(err as Error).message}`);
     return pages;

@@ -14,6 +14,7 @@ import type { WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { namespaceNames } from '@tether/session-log';
 import { startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
 import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
@@ -41,8 +42,8 @@ export interface GatewaySlot {
 }
 
 export interface ChaosStackOptions {
-  /** JetStream stream name of the log (one per run). */
-  readonly streamName: string;
+  /** The log's namespace (one per run): `--namespace` of every gateway. */
+  readonly namespace: string;
   /** Writes every gateway's stdout (pino JSON) to `<dir>/<instance>.log`. */
   readonly gatewayLogDir?: string | undefined;
 }
@@ -99,7 +100,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         command: process.execPath,
         args: [
           GATEWAY_MAIN,
-          ...['--port', '0', '--nats', cluster.urls.join(','), '--log-replicas', '3', '--log-stream', options.streamName],
+          ...['--port', '0', '--nats', cluster.urls.join(','), '--log-replicas', '3', '--namespace', options.namespace],
           ...['--upstream', upstreams.store.url, '--route', `${Routes.plain}=${upstreams.plain.url}`],
           ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
         ],
@@ -119,7 +120,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
 
     return {
       cluster,
-      streamName: options.streamName,
+      streamName: namespaceNames(options.namespace).streamName,
       proxy,
       baseUrl: proxy.url,
       upstreams,

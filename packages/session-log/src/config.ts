@@ -1,11 +1,22 @@
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { DEFAULT_LEASES_BUCKET, DEFAULT_PRINCIPALS_BUCKET, DEFAULT_SESSIONS_BUCKET, DEFAULT_STREAM_NAME, DEFAULT_SUBJECT_PREFIX } from './wire.js';
+import { NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from './wire.js';
 
 /** How the log is laid out on JetStream. Every field has a default. */
 export interface SessionLogOptions {
-  /** JetStream stream holding every session's events. Default `TETHER_LOG`. */
+  /**
+   * Separates deployments sharing one NATS account: the defaults of
+   * `streamName`, `subjectPrefix` and every bucket derive from it
+   * (`TETHER_LOG_<ns>`, `tether_<ns>`, `tether_sessions_<ns>`, … see
+   * `namespaceNames`), so two namespaces share no subject, stream or bucket,
+   * and a session of one is unknown to another. An explicit name below
+   * still wins over the derived one. 1 to 32 of `a-z`, `0-9`, `_`, `-`,
+   * starting with a letter or digit. Default `''`: no namespace, today's
+   * names exactly.
+   */
+  readonly namespace?: string;
+  /** JetStream stream holding every session's events. Default `TETHER_LOG` (`TETHER_LOG_<namespace>`). */
   readonly streamName?: string;
-  /** First subject token(s): events go to `<prefix>.log.<session>.<stream>`. Default `tether`. */
+  /** First subject token(s): events go to `<prefix>.log.<session>.<stream>`. Default `tether` (`tether_<namespace>`). */
   readonly subjectPrefix?: string;
   /** Replicas of the stream and buckets: 1 for dev, 3 in production. Default 1. */
   readonly replicas?: number;
@@ -17,13 +28,13 @@ export interface SessionLogOptions {
   readonly maxBytes?: number;
   /** Window in which a retried append is recognised as a duplicate. Default 2 min (or `maxAgeMs` if shorter). */
   readonly duplicateWindowMs?: number;
-  /** Session registry bucket. Default `tether_sessions`. */
+  /** Session registry bucket. Default `tether_sessions` (`tether_sessions_<namespace>`). */
   readonly sessionsBucket?: string;
   /** Idle timeout: a session untouched this long disappears. Default 1 h. */
   readonly sessionIdleMs?: number;
-  /** Writer lease bucket. Default `tether_leases`. */
+  /** Writer lease bucket. Default `tether_leases` (`tether_leases_<namespace>`). */
   readonly leasesBucket?: string;
-  /** Sessions-per-principal bucket (see `maxSessionsPerPrincipal`). Default `tether_principals`. */
+  /** Sessions-per-principal bucket (see `maxSessionsPerPrincipal`). Default `tether_principals` (`tether_principals_<namespace>`). */
   readonly principalsBucket?: string;
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
@@ -50,19 +61,24 @@ const HOUR = 3_600_000;
 /** Fills defaults and validates; a bad value is refused with its key, value and what is allowed. */
 export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig {
   const maxAgeMs = options.maxAgeMs ?? 24 * HOUR;
+  const namespace = options.namespace ?? '';
+  // Checked before anything is derived from it: a bad namespace is named as such, not as the stream it would make.
+  if (namespace !== '') matches('namespace', namespace, NAMESPACE_PATTERN, NAMESPACE_ALLOWED);
+  const names = namespaceNames(namespace);
   const config: SessionLogConfig = {
-    streamName: options.streamName ?? DEFAULT_STREAM_NAME,
-    subjectPrefix: options.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
+    namespace,
+    streamName: options.streamName ?? names.streamName,
+    subjectPrefix: options.subjectPrefix ?? names.subjectPrefix,
     replicas: options.replicas ?? 1,
     maxAgeMs,
     maxMsgsPerStream: options.maxMsgsPerStream ?? 100_000,
     maxBytes: options.maxBytes ?? -1,
     // The server requires the duplicate window to fit in the retention window.
     duplicateWindowMs: options.duplicateWindowMs ?? Math.min(120_000, maxAgeMs),
-    sessionsBucket: options.sessionsBucket ?? DEFAULT_SESSIONS_BUCKET,
+    sessionsBucket: options.sessionsBucket ?? names.sessionsBucket,
     sessionIdleMs: options.sessionIdleMs ?? HOUR,
-    leasesBucket: options.leasesBucket ?? DEFAULT_LEASES_BUCKET,
-    principalsBucket: options.principalsBucket ?? DEFAULT_PRINCIPALS_BUCKET,
+    leasesBucket: options.leasesBucket ?? names.leasesBucket,
+    principalsBucket: options.principalsBucket ?? names.principalsBucket,
     maxPayloadBytes: options.maxPayloadBytes ?? 1024 * 1024 - 4096,
     readBatch: options.readBatch ?? 64,
     liveBufferMax: options.liveBufferMax ?? 256,

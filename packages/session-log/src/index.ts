@@ -32,5 +32,9 @@ export {
   DEFAULT_SESSIONS_BUCKET,
   DEFAULT_STREAM_NAME,
   DEFAULT_SUBJECT_PREFIX,
+  NAMESPACE_ALLOWED,
+  NAMESPACE_MAX_LENGTH,
+  NAMESPACE_PATTERN,
+  namespaceNames,
 } from './wire.js';
-export type { ControlMessage, Subjects } from './wire.js';
+export type { ControlMessage, NamespaceNames, Subjects } from './wire.js';

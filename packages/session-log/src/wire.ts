@@ -9,6 +9,56 @@ export const DEFAULT_SESSIONS_BUCKET = 'tether_sessions';
 export const DEFAULT_LEASES_BUCKET = 'tether_leases';
 export const DEFAULT_PRINCIPALS_BUCKET = 'tether_principals';
 
+/**
+ * A namespace: 1 to 32 lowercase letters, digits, `_` and `-`, starting with
+ * a letter or digit. Lowercase only, so that two namespaces never differ by
+ * case alone (a file store on a case-insensitive file system would put their
+ * streams in one directory). 32 keeps the longest derived name,
+ * `KV_tether_principals_<namespace>` (21 + 32), within the 64 characters the
+ * config allows a stream or bucket name, with room for names to come.
+ */
+export const NAMESPACE_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+export const NAMESPACE_MAX_LENGTH = 32;
+export const NAMESPACE_ALLOWED = `1 to ${NAMESPACE_MAX_LENGTH} lowercase letters, digits, _ and -, starting with a letter or digit`;
+
+/** Every name a namespace determines. */
+export interface NamespaceNames {
+  readonly streamName: string;
+  readonly subjectPrefix: string;
+  readonly sessionsBucket: string;
+  readonly leasesBucket: string;
+  readonly principalsBucket: string;
+}
+
+/**
+ * The names of a namespace's log. No namespace (`''`) is today's layout,
+ * exactly. A namespace `N` appends `_N` to the stream and every bucket and
+ * makes the subject root `tether_N`: a first token of its own, so no subject
+ * of one namespace (nor of the default) can match a filter or a wildcard of
+ * another, whatever kinds (`log`, `live`, `ctl`, `writer`, …) are added later,
+ * and a NATS permission on `tether_N.>` covers one namespace only. Names are
+ * injective in `N`: the default has no suffix, and no base name is a prefix
+ * of another's base plus `_`.
+ */
+export function namespaceNames(namespace: string): NamespaceNames {
+  if (namespace === '') {
+    return {
+      streamName: DEFAULT_STREAM_NAME,
+      subjectPrefix: DEFAULT_SUBJECT_PREFIX,
+      sessionsBucket: DEFAULT_SESSIONS_BUCKET,
+      leasesBucket: DEFAULT_LEASES_BUCKET,
+      principalsBucket: DEFAULT_PRINCIPALS_BUCKET,
+    };
+  }
+  return {
+    streamName: `${DEFAULT_STREAM_NAME}_${namespace}`,
+    subjectPrefix: `${DEFAULT_SUBJECT_PREFIX}_${namespace}`,
+    sessionsBucket: `${DEFAULT_SESSIONS_BUCKET}_${namespace}`,
+    leasesBucket: `${DEFAULT_LEASES_BUCKET}_${namespace}`,
+    principalsBucket: `${DEFAULT_PRINCIPALS_BUCKET}_${namespace}`,
+  };
+}
+
 export interface Subjects {
   /** `<prefix>.log.>`: what the log stream captures. */
   readonly logWildcard: string;

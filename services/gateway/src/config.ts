@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
-import { MAX_SESSIONS_PER_PRINCIPAL } from '@tether/session-log';
+import { DEFAULT_STREAM_NAME, MAX_SESSIONS_PER_PRINCIPAL, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from '@tether/session-log';
 
 export { ConfigError };
 
@@ -21,6 +21,9 @@ export interface GatewayConfig {
   readonly logUrl: string | undefined;
   readonly logToken: string | undefined;
   readonly routes: readonly Route[];
+  /** Separates deployments on one NATS account: the log stream, every subject and bucket carry it. '' = none (today's names). */
+  readonly namespace: string;
+  /** The log's JetStream stream: `--log-stream`, else derived from the namespace (`TETHER_LOG`, `TETHER_LOG_<namespace>`). */
   readonly logStream: string;
   readonly logMaxAgeMs: number;
   readonly logMaxMsgsPerStream: number;
@@ -56,7 +59,8 @@ export const FLAGS = [
   { flag: 'log-token', env: 'TETHER_LOG_TOKEN', help: 'bearer token for the session-log service', fallback: '' },
   { flag: 'upstream', env: 'TETHER_UPSTREAMS', help: 'upstream MCP URL for the default route /mcp (repeat or comma separate for replicas)', fallback: '', repeat: true },
   { flag: 'route', env: 'TETHER_ROUTES', help: 'extra route: /path=url[,url...] (repeat; env separates routes with ;)', fallback: '', repeat: true },
-  { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log', fallback: 'TETHER_LOG' },
+  { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'separates deployments on one NATS account: the log stream, subjects and buckets carry it (a-z, 0-9, _, -; up to 32; --log grpc:// uses the service\'s)', fallback: '' },
+  { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log; another name needs --namespace (its default: TETHER_LOG_<namespace>)', fallback: 'TETHER_LOG' },
   { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
@@ -86,6 +90,13 @@ const FLAG_OPTIONS: FlagOptions = { separator: (flag) => (flag === 'route' ? ';'
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
+/**
+ * The table as parsed: `--log-stream` without a default, so that a stream
+ * name given (by flag, env or file) is told apart from none (its meaning
+ * depends on `--namespace`). `--help` shows FLAGS' default.
+ */
+const FLAGS_UNSET_EMPTY = FLAGS.map((f) => (f.flag === 'log-stream' ? { ...f, fallback: '' } : f));
+
 
 export function helpText(): string {
   const lines = [
@@ -106,7 +117,7 @@ export function parseConfig(
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): GatewayConfig {
   refuseRetired(argv, env);
-  const { raw } = readSettings(argv, env, readFile, FLAGS, FLAG_OPTIONS);
+  const { raw } = readSettings(argv, env, readFile, FLAGS_UNSET_EMPTY, FLAG_OPTIONS);
 
   const upstreams = list(raw('upstream'), ',').map((u) => url('upstream', u));
   const routes: Route[] = [];
@@ -132,7 +143,7 @@ export function parseConfig(
     logUrl: logUrl === '' ? undefined : logUrl,
     logToken: raw('log-token') === '' ? undefined : raw('log-token'),
     routes,
-    logStream: matching('log-stream', raw('log-stream'), NAME, 'letters, digits, _ and -'),
+    ...logLayout(raw('namespace'), raw('log-stream'), logUrl !== ''),
     logMaxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
     logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
@@ -152,6 +163,40 @@ export function parseConfig(
     writerSilenceMs: duration('writer-silence', raw('writer-silence'), 500),
     instanceId,
   };
+}
+
+/**
+ * The namespace and the log stream's name. `--log-stream` on its own is
+ * refused unless it names today's stream (docs/design.md, "Namespaces"): a
+ * stream name alone leaves the subjects and buckets those of every other
+ * deployment on the account, so a second deployment either fails to start
+ * ("subjects overlap") or, worse, shares their session registry. With
+ * `--namespace` it names the namespace's stream instead of the derived one.
+ */
+function logLayout(namespaceText: string, streamText: string, viaService: boolean): { namespace: string; logStream: string } {
+  const namespace = namespaceText === '' ? '' : matching('namespace', namespaceText, NAMESPACE_PATTERN, NAMESPACE_ALLOWED);
+  const logStream = streamText === '' ? namespaceNames(namespace).streamName : matching('log-stream', streamText, NAME, 'letters, digits, _ and -, up to 64 characters');
+  // Ignoring them would let a gateway meant for one deployment serve another's sessions without a word.
+  if (viaService && (namespace !== '' || logStream !== DEFAULT_STREAM_NAME)) {
+    throw new ConfigError(
+      `${namespace === '' ? '--log-stream' : '--namespace'} has no effect with --log grpc://: the session-log service's own --namespace decides which log it serves; set it there and drop it here`,
+    );
+  }
+  if (streamText === '') return { namespace, logStream };
+  if (namespace === '' && logStream !== DEFAULT_STREAM_NAME) throw new ConfigError(streamNeedsNamespace('--log-stream', logStream));
+  return { namespace, logStream };
+}
+
+/** Shared wording with tether-session-log: what was refused, why, and what to give instead. */
+function streamNeedsNamespace(flag: string, value: string): string {
+  const suggestion = value.toLowerCase();
+  const example = NAMESPACE_PATTERN.test(suggestion) ? suggestion : 'NAME';
+  return (
+    `${flag} ${JSON.stringify(value)} needs --namespace: on its own it renames only the stream, and the subjects (tether.log.>, tether.ctl.…) ` +
+    'and buckets (tether_sessions, tether_leases, tether_principals) stay those of every other deployment on the NATS account, so a second ' +
+    `deployment fails to start ("subjects overlap") or shares their sessions. Give --namespace ${example} (TETHER_NAMESPACE) instead: it names ` +
+    `the stream (TETHER_LOG_${example}), the subjects (tether_${example}.…) and every bucket; or drop ${flag} for the default ${DEFAULT_STREAM_NAME}`
+  );
 }
 
 /**

@@ -28,9 +28,10 @@ export async function startInProcessStack(
   const urls: string[] = [];
   for (let i = 0; i < (options.gateways ?? 1); i += 1) {
     const config = parseConfig(
-      ['--port', '0', '--nats', nats.url, '--upstream', options.upstreamUrl ?? upstream.url, '--log-stream', streamName, '--instance-id', `gw-${i}`, '--heartbeat', '1s', ...(options.args ?? [])],
+      ['--port', '0', '--nats', nats.url, '--upstream', options.upstreamUrl ?? upstream.url, '--instance-id', `gw-${i}`, '--heartbeat', '1s', ...(options.args ?? [])],
       {},
     );
+    // The log's names are given here, each its own, so stacks sharing a server never meet (the config's are unused).
     const log = await createLocalLog({
       servers: nats.url,
       streamName,

@@ -1,7 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
-import { isSessionLogError, MAX_SESSIONS_PER_PRINCIPAL, resolveConfig } from '@tether/session-log';
+import {
+  DEFAULT_STREAM_NAME,
+  DEFAULT_SUBJECT_PREFIX,
+  isSessionLogError,
+  MAX_SESSIONS_PER_PRINCIPAL,
+  NAMESPACE_ALLOWED,
+  NAMESPACE_PATTERN,
+  namespaceNames,
+  resolveConfig,
+} from '@tether/session-log';
 import { parseTokens } from './auth.js';
 import type { SessionLogServiceOptions } from './server.js';
 
@@ -22,8 +31,9 @@ export const FLAGS = [
   { flag: 'max-message-bytes', env: 'TETHER_GRPC_MAX_MESSAGE_BYTES', help: 'largest request message (bounds a batch)', fallback: '16777216' },
   { flag: 'max-streams-per-caller', env: 'TETHER_MAX_STREAMS_PER_CALLER', help: 'Resume/Follow/WatchControl streams one caller may hold', fallback: '1000' },
   { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit)', fallback: '0' },
-  { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log', fallback: 'TETHER_LOG' },
-  { flag: 'log-subject-prefix', env: 'TETHER_LOG_SUBJECT_PREFIX', help: 'first subject token(s) of the log', fallback: 'tether' },
+  { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'separates deployments on one NATS account: the log stream, subjects and buckets carry it (a-z, 0-9, _, -; up to 32)', fallback: '' },
+  { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log; another name needs --namespace (its default: TETHER_LOG_<namespace>)', fallback: 'TETHER_LOG' },
+  { flag: 'log-subject-prefix', env: 'TETHER_LOG_SUBJECT_PREFIX', help: 'first subject token(s) of the log; another needs --namespace (its default: tether_<namespace>)', fallback: 'tether' },
   { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
@@ -35,6 +45,14 @@ export const FLAGS = [
 
 /** A token's value is a secret: config-file errors say what is wrong with it without printing it. */
 const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token'] };
+
+/**
+ * The table as parsed: the two log names without defaults, so that a name
+ * given (by flag, env or file) is told apart from none (what it means
+ * depends on `--namespace`). `--help` shows FLAGS' defaults.
+ */
+const UNSET_EMPTY = new Set(['log-stream', 'log-subject-prefix']);
+const FLAGS_UNSET_EMPTY = FLAGS.map((f) => (UNSET_EMPTY.has(f.flag) ? { ...f, fallback: '' } : f));
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -84,7 +102,7 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
   readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): ServiceConfig {
-  const { raw, configPath } = readSettings(argv, env, readFile, FLAGS, FLAG_OPTIONS);
+  const { raw, configPath } = readSettings(argv, env, readFile, FLAGS_UNSET_EMPTY, FLAG_OPTIONS);
   const read = (flag: string, path: string): string => {
     try {
       return readFile(path);
@@ -117,8 +135,7 @@ export function parseConfig(
   const nats = list(raw('nats')).map(natsUrl);
   if (nats.length === 0) throw new ConfigError('invalid --nats ""; allowed: one or more NATS URLs like nats://127.0.0.1:4222');
   const log = {
-    streamName: matching('log-stream', raw('log-stream'), NAME, 'letters, digits, _ and -, up to 64 characters'),
-    subjectPrefix: matching('log-subject-prefix', raw('log-subject-prefix'), PREFIX, 'dot-separated tokens of letters, digits, _ and -'),
+    ...logLayout(raw('namespace'), raw('log-stream'), raw('log-subject-prefix')),
     maxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     maxMsgsPerStream: limit('log-max-msgs-per-stream', raw('log-max-msgs-per-stream')),
     replicas: int('log-replicas', raw('log-replicas'), 1, 5),
@@ -176,6 +193,40 @@ export function printableConfig(config: ServiceConfig): string {
     configFile: files.config,
   };
   return `${JSON.stringify(printable, null, 2)}\n`;
+}
+
+/**
+ * The namespace and the names it does not derive. `--log-stream` and
+ * `--log-subject-prefix` on their own are refused unless they give today's
+ * names (docs/design.md, "Namespaces"): either alone leaves the buckets, and
+ * the other name, those of every other deployment on the account, so a
+ * second deployment fails to start ("subjects overlap") or, worse, shares
+ * their session registry. With `--namespace` they name the namespace's
+ * stream or subjects instead of the derived ones. No namespace leaves the
+ * key out, so the library's layout is today's exactly.
+ */
+function logLayout(namespaceText: string, streamText: string, prefixText: string): { namespace?: string; streamName: string; subjectPrefix: string } {
+  const namespace = namespaceText === '' ? '' : matching('namespace', namespaceText, NAMESPACE_PATTERN, NAMESPACE_ALLOWED);
+  const derived = namespaceNames(namespace);
+  const streamName = streamText === '' ? derived.streamName : matching('log-stream', streamText, NAME, 'letters, digits, _ and -, up to 64 characters');
+  const subjectPrefix = prefixText === '' ? derived.subjectPrefix : matching('log-subject-prefix', prefixText, PREFIX, 'dot-separated tokens of letters, digits, _ and -');
+  if (namespace === '') {
+    if (streamName !== DEFAULT_STREAM_NAME) throw new ConfigError(needsNamespace('--log-stream', streamName, 'renames only the stream (its subjects stay tether.log.>)'));
+    if (subjectPrefix !== DEFAULT_SUBJECT_PREFIX) throw new ConfigError(needsNamespace('--log-subject-prefix', subjectPrefix, 'moves only the subjects (the stream stays TETHER_LOG)'));
+  }
+  return { ...(namespace === '' ? {} : { namespace }), streamName, subjectPrefix };
+}
+
+/** Shared wording with tether-gateway: what was refused, why, and what to give instead. */
+function needsNamespace(flag: string, value: string, what: string): string {
+  const suggestion = value.toLowerCase().replace(/\./g, '_');
+  const example = NAMESPACE_PATTERN.test(suggestion) ? suggestion : 'NAME';
+  return (
+    `${flag} ${JSON.stringify(value)} needs --namespace: on its own it ${what}, and the buckets (tether_sessions, tether_leases, tether_principals) ` +
+    'stay those of every other deployment on the NATS account, so a second deployment fails to start ("subjects overlap") or shares their ' +
+    `sessions. Give --namespace ${example} (TETHER_NAMESPACE) instead: it names the stream (TETHER_LOG_${example}), the subjects ` +
+    `(tether_${example}.…) and every bucket; or drop ${flag} for the default`
+  );
 }
 
 /** Refuses token specs the authenticator would refuse, naming where they came from but not the secret. */

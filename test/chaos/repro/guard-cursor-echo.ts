@@ -27,7 +27,7 @@ const upstream = await startMcpUpstream({ eventStore: true });
 const gateway = await startServiceProcess({
   name: 'gateway',
   command: process.execPath,
-  args: [fileURLToPath(new URL('../../../services/gateway/dist/main.js', import.meta.url)), '--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--log-stream', 'REPRO_ECHO', '--retry', '200'],
+  args: [fileURLToPath(new URL('../../../services/gateway/dist/main.js', import.meta.url)), '--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--namespace', 'repro_echo', '--retry', '200'],
   readyLine: (json) => json.msg === 'listening',
 });
 const requests: string[] = [];

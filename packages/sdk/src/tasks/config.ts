@@ -1,13 +1,22 @@
 import { TaskErrorCode, TaskStoreError } from './errors.js';
-import { DEFAULT_TASK_MESSAGES_STREAM, DEFAULT_TASK_SUBJECT_PREFIX, DEFAULT_TASKS_STREAM } from './wire.js';
+import { NAMESPACE_ALLOWED, NAMESPACE_PATTERN } from '@tether/session-log';
+import { taskNamespaceNames } from './wire.js';
 
 /** Options of {@link createDurableTasks} besides the connection. Every one has a default. */
 export interface DurableTasksOptions {
-  /** Stream of task records. Default `TETHER_TASKS`. */
+  /**
+   * The deployment's namespace, as the log's (`SessionLogOptions.namespace`):
+   * the defaults of both streams and the subject prefix derive from it
+   * (`TETHER_TASKS_<ns>`, `TETHER_TASK_MSGS_<ns>`, `tether_<ns>.task`), so the
+   * tasks of two namespaces never meet. An explicit name below still wins.
+   * Default `''`: no namespace, today's names exactly.
+   */
+  readonly namespace?: string;
+  /** Stream of task records. Default `TETHER_TASKS` (`TETHER_TASKS_<namespace>`). */
   readonly tasksStream?: string;
-  /** Stream of queued messages. Default `TETHER_TASK_MSGS`. */
+  /** Stream of queued messages. Default `TETHER_TASK_MSGS` (`TETHER_TASK_MSGS_<namespace>`). */
   readonly messagesStream?: string;
-  /** Subject prefix of both streams. Default `tether.task`. */
+  /** Subject prefix of both streams. Default `tether.task` (`tether_<namespace>.task`). */
   readonly subjectPrefix?: string;
   /** Replicas of both streams. Default 1. */
   readonly replicas?: number;
@@ -31,6 +40,8 @@ export interface DurableTasksOptions {
 }
 
 export interface DurableTasksConfig {
+  /** '' for none. */
+  readonly namespace: string;
   readonly tasksStream: string;
   readonly messagesStream: string;
   readonly subjectPrefix: string;
@@ -47,10 +58,15 @@ const STREAM_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const SUBJECT_PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
 export function resolveTasksConfig(options: DurableTasksOptions): DurableTasksConfig {
+  const namespace = options.namespace ?? '';
+  // Checked before anything is derived from it: a bad namespace is named as such, not as the stream it would make.
+  if (namespace !== '' && (typeof namespace !== 'string' || !NAMESPACE_PATTERN.test(namespace))) bad('namespace', namespace, NAMESPACE_ALLOWED);
+  const names = taskNamespaceNames(namespace);
   const config: DurableTasksConfig = {
-    tasksStream: options.tasksStream ?? DEFAULT_TASKS_STREAM,
-    messagesStream: options.messagesStream ?? DEFAULT_TASK_MESSAGES_STREAM,
-    subjectPrefix: options.subjectPrefix ?? DEFAULT_TASK_SUBJECT_PREFIX,
+    namespace,
+    tasksStream: options.tasksStream ?? names.tasksStream,
+    messagesStream: options.messagesStream ?? names.messagesStream,
+    subjectPrefix: options.subjectPrefix ?? names.subjectPrefix,
     replicas: options.replicas ?? 1,
     maxTtlMs: options.maxTtlMs ?? 24 * 3_600_000,
     defaultPollIntervalMs: options.defaultPollIntervalMs ?? 1000,

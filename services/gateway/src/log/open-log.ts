@@ -13,6 +13,8 @@ export async function openLog(config: GatewayConfig): Promise<LogPort> {
   }
   return createLocalLog({
     servers: config.natsUrl.split(','),
+    // The namespace derives the subjects and buckets; the stream is named by the config (derived, or `--log-stream`).
+    ...(config.namespace === '' ? {} : { namespace: config.namespace }),
     streamName: config.logStream,
     maxAgeMs: config.logMaxAgeMs,
     maxMsgsPerStream: config.logMaxMsgsPerStream,

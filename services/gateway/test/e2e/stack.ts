@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { startMcpUpstream, startNatsServer, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
 import type { McpUpstream, NatsServer, RoundRobinProxy, ServiceProcess } from '@tether/testing';
+import { namespaceNames } from '@tether/session-log';
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 let counter = 0;
@@ -18,7 +19,9 @@ export interface GatewayProcess {
 export interface Stack {
   readonly mode: LogMode;
   readonly nats: NatsServer;
-  /** The JetStream stream holding the log (unique per stack). */
+  /** The namespace of the stack's log (`--namespace`, unique per stack). */
+  readonly namespace: string;
+  /** The JetStream stream holding the log (derived from the namespace). */
   readonly logStream: string;
   readonly upstream: McpUpstream;
   readonly gateways: GatewayProcess[];
@@ -57,11 +60,11 @@ const E2E_TOKEN = 'e2e-gateways:e2e-secret-token';
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   counter += 1;
-  const tag = `E2E_${process.pid}_${counter}`;
+  const namespace = `e2e_${process.pid}_${counter}`;
   const mode: LogMode = options.log ?? (process.env.TETHER_E2E_LOG === 'grpc' ? 'grpc' : 'nats');
   const nats = await startNatsServer();
   const upstream = await startMcpUpstream({ eventStore: options.eventStore ?? true });
-  const logSettings = ['--log-stream', tag, ...(options.logSettings ?? [])];
+  const logSettings = ['--namespace', namespace, ...(options.logSettings ?? [])];
   let service: ServiceProcess | undefined;
   if (mode === 'grpc') {
     service = await startServiceProcess({
@@ -100,7 +103,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return {
     mode,
     nats,
-    logStream: tag,
+    namespace,
+    logStream: namespaceNames(namespace).streamName,
     upstream,
     gateways,
     proxy,

@@ -67,7 +67,7 @@ describe('the pumping gateway dies after recording the last response, before the
     it(`a resume from the ${resumeFrom} gets the response once and the takeover ends the stream complete`, async () => {
       stack = await startStack({ gateways: 2, eventStore: false });
       const sessionId = await initialize(stack.url);
-      const log = await SessionLog.create({ servers: stack.nats.url, streamName: stack.logStream });
+      const log = await SessionLog.create({ servers: stack.nats.url, namespace: stack.namespace });
       try {
         const stream = log.newStreamId();
         const json = (value: unknown) => Buffer.from(JSON.stringify(value));
