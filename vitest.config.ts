@@ -17,6 +17,7 @@ export default defineConfig({
       '@tether/resume-guard': pkg('resume-guard'),
       '@tether/probe': pkg('probe'),
       '@tether/sdk': pkg('sdk'),
+      '@tether/inspect': pkg('inspect'),
       '@tether/session-log-service': new URL('./services/session-log/src/index.ts', import.meta.url).pathname,
       '@tether/gateway': new URL('./services/gateway/src/index.ts', import.meta.url).pathname,
     },
