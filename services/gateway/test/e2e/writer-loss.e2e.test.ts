@@ -122,4 +122,29 @@ describe('the instance holding the upstream GET is killed with SIGKILL', () => {
     expect(notes.map((n) => JSON.parse(n).method)).toEqual(Array(5).fill('notifications/message'));
     reader.cancel();
   });
+
+  it('the same with an upstream that keeps no event store: messages sent after the takeover reach the reader', async () => {
+    stack = await startStack({ gateways: 2, eventStore: false });
+    const sessionId = await initialize(stack.url);
+    const [a, b] = stack.gateways;
+    const first = await request(a!.url, { method: 'GET', sessionId });
+    expect(first.status).toBe(200);
+    await first.messages.next();
+    const reader = await request(b!.url, { method: 'GET', sessionId });
+    expect(reader.status).toBe(200);
+    const messages = reader.messages;
+    await messages.next();
+    const tookOver = b!.process.waitForLine((line) => line['component'] === 'listener' && line['msg'] === 'holding the upstream GET stream', { timeoutMs: 20_000 });
+    await a!.process.kill();
+    await tookOver;
+    const trigger = await request(b!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: 2, delayMs: 10 }) });
+    for await (const m of trigger.messages) void m;
+    const notes: string[] = [];
+    for await (const m of messages) {
+      if (m.data !== '') notes.push(m.data);
+      if (notes.length === 2) break;
+    }
+    expect(notes.map((n) => JSON.parse(n).method)).toEqual(['notifications/message', 'notifications/message']);
+    reader.cancel();
+  });
 });
