@@ -1,2 +1,19 @@
 // @tether/inspect: what an operator sees of sessions (issue 14).
+// Users' symbols first: the read model, then tether-admin's actions.
 export type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane, WriterSpan } from './model.js';
+export { openInspectAccess } from './access.js';
+export type { InspectAccess, InspectAccessOptions } from './access.js';
+export { createLogReadModel } from './read-model.js';
+export type { LogReadModel } from './read-model.js';
+export { listSessions, summarize } from './sessions.js';
+export type { SessionFilter } from './sessions.js';
+export { buildTimeline, connections, readTimeline, writerSpans } from './timeline.js';
+export { byStream, checkChain, checkChains } from './chains.js';
+export { resolveTag, scanSessions } from './registry.js';
+export type { KnownSession } from './registry.js';
+export { readSessionAudit, readSessionEvents } from './read.js';
+export type { RawEvent } from './read.js';
+export { ADMIN_INSTANCE, closeSessionByTag, requestDrain } from './actions.js';
+export type { CloseOutcome } from './actions.js';
+export { isSessionTag, sessionTag, TAG_PATTERN } from './tag.js';
+export { InspectError, InspectErrorCode, isInspectError } from './errors.js';

@@ -62,6 +62,13 @@ export interface Connection {
   /** Events delivered on this connection, when known. */
   readonly events: number | undefined;
   readonly status: number | undefined;
+  /** When the delivery ended (its `delivered` audit event), if it has. */
+  readonly endedAtMs?: number;
+  /** A short constant reason: how a delivery ended (`ended`, `client_gone`, `drain`, …), what a takeover did, why a session closed. */
+  readonly reason?: string;
+  /** Takeovers and claims: the writer that took the stream, and the one it was taken from (absent on a first claim). */
+  readonly writer?: string;
+  readonly from?: string;
 }
 
 /** Everything drawn for one session. */

@@ -22,9 +22,13 @@ export { desiredStreamConfig } from './setup.js';
 export { logPaths, serverFeatures } from './server-features.js';
 export type { LogPaths, ServerFeatures, ServerReport } from './server-features.js';
 export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
+export { AuditKind, decodeAuditEvent, encodeAuditEvent } from './audit.js';
+export type { AuditEvent, AuditRecord } from './audit.js';
 export { SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
 export type { SessionLogErrorFields } from './errors.js';
 export {
+  AdminRequestType,
+  parseAdminRequest,
   ControlType,
   createSubjects,
   DEFAULT_LEASES_BUCKET,
@@ -37,4 +41,4 @@ export {
   NAMESPACE_PATTERN,
   namespaceNames,
 } from './wire.js';
-export type { ControlMessage, NamespaceNames, Subjects } from './wire.js';
+export type { AdminAnswer, AdminRequest, ControlMessage, NamespaceNames, Subjects } from './wire.js';

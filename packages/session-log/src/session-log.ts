@@ -1,3 +1,5 @@
+import { encodeAuditEvent } from './audit.js';
+import type { AuditEvent } from './audit.js';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -27,8 +29,8 @@ import { createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
 import type { LogHandles } from './setup.js';
-import { createSubjects, ControlType } from './wire.js';
-import type { ControlMessage } from './wire.js';
+import { createSubjects, ControlType, parseAdminRequest } from './wire.js';
+import type { AdminAnswer, AdminRequest, ControlMessage } from './wire.js';
 import { StreamWriter } from './writer.js';
 import type { AppendOptions, AppendResult, InDoubtAppend } from './writer.js';
 
@@ -193,6 +195,34 @@ export class SessionLog {
     }
     this.publishControl({ type: ControlType.closed, sessionId, ...(from === undefined ? {} : { from }) });
     return true;
+  }
+
+  /**
+   * Records an audit event of the session (metadata only, see `audit.ts`):
+   * a core publish to `<prefix>.audit.<session>`, which the log stream
+   * captures. Fire and forget: no ack is awaited, so it costs the caller a
+   * JSON encode and a buffered write; one JetStream did not store is lost.
+   */
+  recordAudit(sessionId: string, event: AuditEvent): void {
+    this.#ctx.nc.publish(this.#ctx.subjects.audit(sessionId), encodeAuditEvent(event));
+  }
+
+  /**
+   * Answers operator requests addressed to one instance (`<prefix>.admin.<instance>`,
+   * tether-admin's `drain`) until the returned function is called. Malformed
+   * requests are answered `ok: false` and not passed on.
+   */
+  listenAdmin(instanceId: string, listener: (request: AdminRequest, reply: (answer: AdminAnswer) => void) => void): () => void {
+    const sub = this.#ctx.nc.subscribe(this.#ctx.subjects.admin(instanceId), {
+      callback: (err, msg) => {
+        if (err !== null) return;
+        const reply = (answer: AdminAnswer): void => void msg.respond(JSON.stringify(answer));
+        const request = parseAdminRequest(msg.data);
+        if (request === undefined) return reply({ ok: false, instance: instanceId, detail: 'not an admin request' });
+        listener(request, reply);
+      },
+    });
+    return () => sub.unsubscribe();
   }
 
   /** Publishes a control message to every instance following the session. */

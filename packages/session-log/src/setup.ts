@@ -30,7 +30,8 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
   const subjects = createSubjects(config.subjectPrefix);
   return {
     name: config.streamName,
-    subjects: [subjects.logWildcard],
+    // The audit events share the stream, so they share its retention (max_age, max_bytes).
+    subjects: [subjects.logWildcard, subjects.auditWildcard],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     num_replicas: config.replicas,
@@ -85,6 +86,7 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
       existing = (await jsm.streams.info(want.name).catch(() => { throw unavailable(addErr); })).config;
     }
   }
+  existing = await addAuditSubject(jsm, existing, want);
   const diffs: string[] = [];
   const subjects = existing.subjects ?? [];
   for (const subject of want.subjects ?? []) {
@@ -99,6 +101,27 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
   }
   if (diffs.length > 0) throw incompatible(`stream ${want.name}`, diffs);
   return existing.allow_direct === true;
+}
+
+/**
+ * A log stream made before the audit events captures `<prefix>.log.>` only.
+ * Adding `<prefix>.audit.>` is the one change made to an existing stream on
+ * startup: it stores nothing new under the old subjects and changes no
+ * limit, and without it every deployment would refuse to start after the
+ * upgrade. Only when the stream has exactly the log subject (the shape this
+ * library made), so a stream an operator shaped otherwise is reported, not
+ * edited. A failed update (an overlapping stream, no permission) is left to
+ * the check below, which names the missing subject.
+ */
+async function addAuditSubject(jsm: JetStreamManager, existing: StreamConfig, want: Partial<StreamConfig> & { name: string }): Promise<StreamConfig> {
+  const [logSubject, auditSubject] = want.subjects ?? [];
+  const subjects = existing.subjects ?? [];
+  if (auditSubject === undefined || subjects.length !== 1 || subjects[0] !== logSubject) return existing;
+  try {
+    return (await jsm.streams.update(want.name, { subjects: [...subjects, auditSubject] })).config;
+  } catch {
+    return existing;
+  }
 }
 
 async function ensureBucket(jsm: JetStreamManager, kvm: Kvm, bucket: string, ttlMs: number, replicas: number): Promise<KV> {

@@ -74,6 +74,16 @@ export interface Subjects {
   control(sessionId: string): string;
   /** `<prefix>.writer.<writer>`: a writer process's presence; "no responders" there means it is gone. */
   writer(writerId: string): string;
+  /**
+   * `<prefix>.audit.>`: what the log stream also captures, for the audit
+   * events (metadata of each request, `audit.ts`). Outside `log.>`, so a
+   * session's close does not purge them and they are not republished.
+   */
+  readonly auditWildcard: string;
+  /** `<prefix>.audit.<session>`: the audit events of one session. */
+  audit(sessionId: string): string;
+  /** `<prefix>.admin.<instance>`: operator requests to one gateway instance (`drain`), from tether-admin. */
+  admin(instanceId: string): string;
 }
 
 export function createSubjects(prefix: string): Subjects {
@@ -85,6 +95,9 @@ export function createSubjects(prefix: string): Subjects {
     live: (sessionId, stream) => `${prefix}.live.${sessionId}.${stream}`,
     control: (sessionId) => `${prefix}.ctl.${sessionId}`,
     writer: (writerId) => `${prefix}.writer.${writerId}`,
+    auditWildcard: `${prefix}.audit.>`,
+    audit: (sessionId) => `${prefix}.audit.${sessionId}`,
+    admin: (instanceId) => `${prefix}.admin.${instanceId}`,
   };
 }
 
@@ -119,4 +132,35 @@ export interface ControlMessage {
   readonly stream?: string;
   /** Who sent it (an instance id), for logs. */
   readonly from?: string;
+}
+
+/** Operator requests on `<prefix>.admin.<instance>` (tether-admin), answered by the instance. */
+export const AdminRequestType = {
+  /** Drain as on SIGTERM: refuse new work, hand client streams to other instances, stop. */
+  drain: 'drain',
+} as const;
+export type AdminRequestType = (typeof AdminRequestType)[keyof typeof AdminRequestType];
+
+export interface AdminRequest {
+  readonly type: AdminRequestType;
+  /** Who asks (for the instance's log line). */
+  readonly from?: string;
+}
+
+export interface AdminAnswer {
+  readonly ok: boolean;
+  /** The instance that answered (`--instance-id`). */
+  readonly instance: string;
+  readonly detail?: string;
+}
+
+/** Parses an admin request; undefined for anything else. */
+export function parseAdminRequest(data: Uint8Array): AdminRequest | undefined {
+  try {
+    const value = JSON.parse(Buffer.from(data).toString('utf8')) as Partial<AdminRequest> | null;
+    if (typeof value !== 'object' || value === null || value.type !== AdminRequestType.drain) return undefined;
+    return { type: value.type, ...(typeof value.from === 'string' ? { from: value.from.slice(0, 64) } : {}) };
+  } catch {
+    return undefined;
+  }
 }

@@ -18,7 +18,7 @@ describe('setup', () => {
     const log = await SessionLog.create({ servers: fx.server.url, ...names, maxAgeMs: 60_000, maxMsgsPerStream: 50, duplicateWindowMs: 30_000 });
     const jsm = await jetstreamManager(log.connection);
     const info = await jsm.streams.info(names.streamName!);
-    expect(info.config.subjects).toEqual([`${names.subjectPrefix}.log.>`]);
+    expect(info.config.subjects).toEqual([`${names.subjectPrefix}.log.>`, `${names.subjectPrefix}.audit.>`]);
     expect(info.config.max_age).toBe(60_000 * 1e6);
     expect(info.config.max_msgs_per_subject).toBe(50);
     expect(info.config.duplicate_window).toBe(30_000 * 1e6);

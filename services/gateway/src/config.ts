@@ -48,6 +48,8 @@ export interface GatewayConfig {
   /** How long a writer may leave probes unanswered before its streams are taken over. */
   readonly writerSilenceMs: number;
   readonly instanceId: string;
+  /** Record metadata-only audit events per session (`--audit on|off`, default on). */
+  readonly audit: boolean;
 }
 
 /** Every flag, its env twin and default: the single source for parsing and `--help`. */
@@ -78,7 +80,8 @@ export const FLAGS = [
   { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit; anonymous callers share one; --log grpc:// uses the service\'s)', fallback: '0' },
   { flag: 'writer-check', env: 'TETHER_WRITER_CHECK', help: 'how often readers here probe each writer instance they depend on (ms, or 1s)', fallback: '500' },
   { flag: 'writer-silence', env: 'TETHER_WRITER_SILENCE', help: 'how long a writer instance may leave probes unanswered before its streams are taken over (ms, or 3s)', fallback: '3s' },
-  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs (default random)', fallback: '' },
+  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs, audit events and tether-admin drain (default random)', fallback: '' },
+  { flag: 'audit', env: 'TETHER_AUDIT', help: 'record metadata-only audit events per session in the log (on|off; not recorded with --log grpc://)', fallback: 'on' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -162,6 +165,7 @@ export function parseConfig(
     writerCheckMs: duration('writer-check', raw('writer-check'), 50),
     writerSilenceMs: duration('writer-silence', raw('writer-silence'), 500),
     instanceId,
+    audit: onOff('audit', raw('audit')),
   };
 }
 
@@ -226,6 +230,12 @@ export function printableConfig(config: GatewayConfig): string {
     if (masked[key] !== undefined) masked[key] = '***';
   }
   return `${JSON.stringify(masked, null, 2)}\n`;
+}
+
+function onOff(flag: string, value: string): boolean {
+  if (value === 'on') return true;
+  if (value === 'off') return false;
+  throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: on or off`);
 }
 
 function url(flag: string, value: string): string {

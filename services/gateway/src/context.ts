@@ -1,6 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
+import type { Audit } from './audit.js';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
 import type { LocalRegistry } from './streams/local-registry.js';
@@ -26,6 +27,8 @@ export interface GatewayContext {
   /** Spans of our own start with `tether.`/`mcp.`; no-ops unless the service started the SDK. */
   readonly tracer: Tracer;
   readonly metrics: TetherMetrics;
+  /** Metadata-only audit events per session (no-ops with `--audit off`). */
+  readonly audit: Audit;
 }
 
 export interface RoutedRequest {

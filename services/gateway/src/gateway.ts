@@ -5,6 +5,8 @@ import { context, trace } from '@opentelemetry/api';
 import { createTetherMetrics } from '@tether/telemetry';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
+import { AuditKind } from '@tether/session-log';
+import { createAudit } from './audit.js';
 import type { GatewayConfig } from './config.js';
 import type { GatewayContext } from './context.js';
 import { handleDelete } from './handlers/delete.js';
@@ -32,6 +34,12 @@ export interface Gateway {
   drain(): Promise<void>;
   /** Immediate stop (tests): aborts everything, closes the log. */
   close(): Promise<void>;
+  /**
+   * Settles when a drain has finished, whoever started it (SIGTERM, or
+   * tether-admin's `drain <instance>` on `<prefix>.admin.<instance>`): the
+   * process may exit then.
+   */
+  readonly drained: Promise<void>;
 }
 
 /**
@@ -61,7 +69,16 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     draining: () => draining,
     tracer: trace.getTracer('tether-gateway'),
     metrics,
+    audit: createAudit(log, config.instanceId, config.audit),
   };
+  let markDrained: () => void = () => undefined;
+  const drained = new Promise<void>((resolve) => (markDrained = resolve));
+  // tether-admin's `drain <instance>`: the same drain as SIGTERM, answered once it has begun.
+  const stopAdmin = log.listenAdmin(config.instanceId, (request, reply) => {
+    logger.info({ from: request.from ?? null }, 'drain requested');
+    reply({ ok: true, instance: config.instanceId, detail: draining ? 'already draining' : 'draining' });
+    void gateway.drain().catch((err: unknown) => logger.error({ err: (err as Error).message }, 'drain failed'));
+  });
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0]!;
@@ -140,8 +157,9 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     await Promise.race([Promise.allSettled(local.writers.map((w) => w.done)), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
   };
 
-  return {
+  const gateway: Gateway = {
     server,
+    drained,
     listen: () =>
       new Promise((resolve, reject) => {
         server.once('error', reject);
@@ -155,7 +173,11 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       draining = true;
       logger.info({ deliveries: local.openDeliveries, writers: local.writers.length, timeoutMs: config.drainTimeoutMs }, 'draining');
       server.close();
-      for (const d of local.deliveries) d.abort.abort('drain');
+      stopAdmin();
+      for (const d of local.deliveries) {
+        ctx.audit.record(d.sessionId, { kind: AuditKind.drain, stream: d.stream });
+        d.abort.abort('drain');
+      }
       await stopWriters(config.drainTimeoutMs);
       // Pumps are stopped and their streams released: from now on probes of
       // this writer get "no responders" and every reader takes over at once.
@@ -165,9 +187,11 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       await closeUpstreamPool();
       await log.close();
       logger.info({}, 'drained');
+      markDrained();
     },
     async close() {
       draining = true;
+      stopAdmin();
       for (const d of local.deliveries) d.abort.abort('closed');
       await stopWriters(0);
       await presence.close();
@@ -178,6 +202,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       await log.close();
     },
   };
+  return gateway;
 }
 
 /**

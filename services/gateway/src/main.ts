@@ -40,6 +40,12 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A drain asked by tether-admin (`drain <instance>`) ends the process as SIGTERM's does.
+  void gateway.drained.then(async () => {
+    if (stopping) return;
+    await telemetry.shutdown();
+    process.exit(0);
+  });
   // Handlers first: a SIGTERM right after the ready line must drain, not kill.
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -58,9 +58,9 @@ describe('namespaces on one NATS account', () => {
     const jsm = await jetstreamManager(nc);
     const streams = new Map<string, { subjects: string[]; republish: unknown }>();
     for await (const info of jsm.streams.list()) streams.set(info.config.name, { subjects: info.config.subjects ?? [], republish: info.config.republish });
-    expect(streams.get('TETHER_LOG')).toEqual({ subjects: ['tether.log.>'], republish: { src: 'tether.log.>', dest: 'tether.live.>' } });
+    expect(streams.get('TETHER_LOG')).toEqual({ subjects: ['tether.log.>', 'tether.audit.>'], republish: { src: 'tether.log.>', dest: 'tether.live.>' } });
     for (const ns of ['alpha', 'beta']) {
-      expect(streams.get(`TETHER_LOG_${ns}`)).toEqual({ subjects: [`tether_${ns}.log.>`], republish: { src: `tether_${ns}.log.>`, dest: `tether_${ns}.live.>` } });
+      expect(streams.get(`TETHER_LOG_${ns}`)).toEqual({ subjects: [`tether_${ns}.log.>`, `tether_${ns}.audit.>`], republish: { src: `tether_${ns}.log.>`, dest: `tether_${ns}.live.>` } });
     }
     const buckets: string[] = [];
     for await (const status of await new Kvm(nc).list()) buckets.push(status.bucket);
@@ -107,7 +107,7 @@ describe('namespaces on one NATS account', () => {
     ok.cancel();
   });
 
-  it('every subject a namespace publishes on or listens to carries it: log, live, control, writer presence', async () => {
+  it('every subject a namespace publishes on or listens to carries it: log, live, control, writer presence, audit, admin', async () => {
     // What the gateways listen to: control and writer presence, per namespace root
     const res = await fetch(`http://127.0.0.1:${nats.monitorPort}/connz?subs=detail`);
     const connz = (await res.json()) as { connections: { subscriptions_list_detail?: { subject: string }[] }[] };
@@ -115,9 +115,10 @@ describe('namespaces on one NATS account', () => {
     for (const root of ['tether', 'tether_alpha', 'tether_beta']) {
       expect(subs).toContain(`${root}.ctl.*`);
       expect(subs.some((s) => s.startsWith(`${root}.writer.`))).toBe(true);
+      expect(subs.some((s) => s.startsWith(`${root}.admin.`))).toBe(true);
     }
     // (and the live tail of a reader still open, if any: live subjects are per namespace too)
-    expect(subs.filter((s) => !/^(tether|tether_alpha|tether_beta)\.(ctl|writer|live)\./.test(s))).toEqual([]);
+    expect(subs.filter((s) => !/^(tether|tether_alpha|tether_beta)\.(ctl|writer|live|admin)\./.test(s))).toEqual([]);
 
     // What traffic in alpha puts on the wire: nothing outside alpha's names.
     const seen: string[] = [];
@@ -135,7 +136,7 @@ describe('namespaces on one NATS account', () => {
     // Replies, and the account's own API audit advisory (its subject names no stream), aside.
     const app = seen.filter((s) => !s.startsWith('_INBOX.') && s !== '$JS.API.INFO' && s !== '$JS.EVENT.ADVISORY.API');
     const roots = new Set(app.filter((s) => s.startsWith('tether')).map((s) => s.split('.').slice(0, 2).join('.')));
-    expect([...roots].sort()).toEqual(['tether_alpha.ctl', 'tether_alpha.live', 'tether_alpha.log']);
+    expect([...roots].sort()).toEqual(['tether_alpha.audit', 'tether_alpha.ctl', 'tether_alpha.live', 'tether_alpha.log']);
     // JetStream and KV traffic ($JS.API.…, $KV.…, $JS.ACK.…) names alpha's stream or buckets, never another's.
     const foreign = app.filter((s) => !s.startsWith('tether_alpha.') && !/(^|[._])(TETHER_LOG_alpha|tether_(sessions|leases|principals)_alpha)(\.|$)/.test(s));
     expect(foreign).toEqual([]);

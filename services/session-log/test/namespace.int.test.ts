@@ -44,9 +44,9 @@ describe('tether-session-log namespaces on one NATS account', () => {
       const jsm = await jetstreamManager(nc);
       const subjects = new Map<string, string[]>();
       for await (const info of jsm.streams.list()) subjects.set(info.config.name, info.config.subjects ?? []);
-      expect(subjects.get('TETHER_LOG')).toEqual(['tether.log.>']);
-      expect(subjects.get('TETHER_LOG_alpha')).toEqual(['tether_alpha.log.>']);
-      expect(subjects.get('TETHER_LOG_beta')).toEqual(['tether_beta.log.>']);
+      expect(subjects.get('TETHER_LOG')).toEqual(['tether.log.>', 'tether.audit.>']);
+      expect(subjects.get('TETHER_LOG_alpha')).toEqual(['tether_alpha.log.>', 'tether_alpha.audit.>']);
+      expect(subjects.get('TETHER_LOG_beta')).toEqual(['tether_beta.log.>', 'tether_beta.audit.>']);
       const buckets: string[] = [];
       for await (const s of await new Kvm(nc).list()) buckets.push(s.bucket);
       for (const suffix of ['', '_alpha', '_beta']) {

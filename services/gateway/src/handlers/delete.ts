@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId } from '@tether/protocol';
+import { AuditKind } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -33,6 +34,7 @@ export async function handleDelete(ctx: GatewayContext, route: Route, req: Incom
     return replyError(res, fromLogError(err));
   }
   ctx.local.endSession(sessionId);
+  ctx.audit.record(sessionId, { kind: AuditKind.delete, status: 200 });
   ctx.logger.info({ sessionId }, 'session deleted');
   res.writeHead(200, { 'content-length': 0 });
   res.end();

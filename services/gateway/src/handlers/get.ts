@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId, ResumeVerdict } from '@tether/protocol';
-import { isSessionLogError } from '@tether/session-log';
+import type { EventId } from '@tether/protocol';
+import { AuditKind, isSessionLogError } from '@tether/session-log';
 import type { ResumeResult, SessionRecord } from '@tether/session-log';
 import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -73,6 +74,7 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
     ...(head === undefined ? {} : { primeId: head.id }),
     token,
     writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, protocolVersion)).writer },
+    conn: ctx.audit.open(sessionId, { kind: AuditKind.get, stream: '0', status: 200, ...(head === undefined ? {} : { cursor: { stream: '0', seq: head.seq, pos: head.pos } }) }),
   });
 }
 
@@ -106,18 +108,22 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
   trace.getActiveSpan()?.setAttributes({ 'tether.verdict': result.verdict, 'tether.stream': result.verdict === 'resumed' ? result.stream : '' });
   if (result.verdict !== 'resumed') {
     const { verdict, reason } = result;
+    ctx.audit.record(sessionId, { kind: AuditKind.resume, verdict, status: verdict === 'malformed' ? 400 : 404, ...auditCursor(result.cursor) });
     if (verdict === 'malformed') return replyRefusal(res, 400, verdict, reason);
     if (verdict !== 'unknown_session') {
       // The cursor cannot be continued: end the session so the client starts a new one.
       await ctx.log.closeSession(sessionId, ctx.config.instanceId).catch(() => false);
+      ctx.audit.record(sessionId, { kind: AuditKind.close, reason: verdict });
     }
     return replyRefusal(res, 404, verdict, reason, { ...(result.log ?? {}), lastEventId: result.cursor === undefined ? undefined : lastEventId });
   }
   const accepted = result;
+  const cursor = { stream: accepted.stream, seq: accepted.cursor.seq, pos: accepted.cursor.pos };
   if (accepted.nothingLeft) {
     // The stream is complete and the client has all of it. An empty 200
     // stream would make the SDK client reconnect forever (it only counts a
     // *result* as the end of a request); 204 has no body, so it stops.
+    ctx.audit.record(sessionId, { kind: AuditKind.resume, stream: accepted.stream, cursor, verdict: accepted.verdict, status: 204 });
     res.writeHead(204, { [HttpHeader.sessionId]: sessionId, [HttpHeader.tetherResume]: ResumeVerdict.resumed });
     return void res.end();
   }
@@ -143,7 +149,13 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
       current: writer,
       recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, protocolVersion),
     },
+    conn: ctx.audit.open(sessionId, { kind: AuditKind.resume, stream: accepted.stream, cursor, verdict: accepted.verdict, status: 200 }),
   });
+}
+
+/** A refused cursor as the audit events keep it: stream, seq, position (never the raw id). */
+function auditCursor(cursor: EventId | undefined): { cursor?: { stream: string; seq: number; pos: number } } {
+  return cursor === undefined ? {} : { cursor: { stream: cursor.stream, seq: cursor.seq, pos: cursor.pos } };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpHeader, isSessionId } from '@tether/protocol';
-import { isSessionLogError } from '@tether/session-log';
+import { AuditKind, isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -92,7 +92,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');
-  await answerFromUpstream(ctx, session, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined);
+  await answerFromUpstream(ctx, session, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined, AuditKind.initialize);
 }
 
 async function forward(ctx: GatewayContext, session: SessionRecord, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
@@ -127,9 +127,10 @@ async function forward(ctx: GatewayContext, session: SessionRecord, req: Incomin
     // The purge below must come after a prime still in flight, or that prime would outlive it.
     await opened?.prime.catch(() => undefined);
     await ctx.log.closeSession(session.sessionId, ctx.config.instanceId).catch(() => false);
+    ctx.audit.record(session.sessionId, { kind: AuditKind.close, status: 404, reason: 'upstream_404' });
     return replyError(res, unknownSession());
   }
-  await answerFromUpstream(ctx, session, req, res, answer, requestIds, abort, upstream, opened);
+  await answerFromUpstream(ctx, session, req, res, answer, requestIds, abort, upstream, opened, AuditKind.post);
 }
 
 /**
@@ -157,6 +158,7 @@ async function answerFromUpstream(
   abort: AbortController,
   upstream: string,
   opened: OpenedStream | undefined,
+  kind: AuditKind,
 ): Promise<void> {
   const ours = { [HttpHeader.sessionId]: session.sessionId };
   const unused = (): void => {
@@ -173,6 +175,7 @@ async function answerFromUpstream(
   if (requestIds.length > 0 && answer.status >= 200 && answer.status <= 299) noteAnswer(upstream, streamed);
   if (!streamed) {
     unused();
+    ctx.audit.record(session.sessionId, { kind, status: answer.status });
     return relay(res, answer, ours);
   }
   if (ctx.local.deliveriesOf(session.sessionId) >= ctx.config.maxStreamsPerSession) {
@@ -195,6 +198,7 @@ async function answerFromUpstream(
     events: started.events,
     headers: ours,
     priming: wantsPriming(protocolVersion),
+    conn: ctx.audit.open(session.sessionId, { kind, stream: started.stream, status: 200 }),
   });
 }
 

@@ -35,6 +35,8 @@ export interface ServeOptions {
    * it a reader of an orphaned stream would wait until its client reconnected.
    */
   readonly writer?: { readonly current: string | undefined; readonly recheck: Recheck };
+  /** The audit id of this delivery's request (`ctx.audit.open`): its end is recorded as `delivered` with the event count. */
+  readonly conn?: string;
 }
 
 /** Serves one client from the log until the stream ends, the client leaves, or the instance drains. */
@@ -55,6 +57,8 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
   const replayed = { events: 0 };
   const replaySpan: Span | undefined = options.replay === true ? ctx.tracer.startSpan('tether.replay', { attributes: { 'tether.stream': options.stream, 'tether.cursor.seq': options.from.seq } }) : undefined;
   ctx.metrics.streamsOpen.add(1);
+  let delivered = 0;
+  let ending: string = 'ended';
   try {
     const source =
       options.events?.(abort.signal, stats) ??
@@ -70,8 +74,12 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
       heartbeatMs: ctx.config.heartbeatMs,
       signal: abort.signal,
       // The writer watch learns of a takeover from the claim's event (it names the new writer).
-      ...(watch === undefined ? {} : { onEvent: (event: LogEvent) => void (event.writer !== undefined && watch.moved(event.writer)) }),
+      onEvent: (event: LogEvent) => {
+        if (event.kind === 'event') delivered += 1;
+        if (watch !== undefined && event.writer !== undefined) watch.moved(event.writer);
+      },
     });
+    ending = result.end === 'aborted' ? String(abort.signal.reason ?? 'aborted') : result.end;
     if (result.end === 'failed') {
       const code = (result.error as { code?: string } | undefined)?.code;
       ctx.logger.warn({ sessionId: options.sessionId, stream: options.stream, code, lastId: result.lastId }, 'stream ended by the log');
@@ -82,6 +90,7 @@ export async function serveFromLog(ctx: GatewayContext, req: IncomingMessage, re
     if (abort.signal.reason === 'drain') endWithRetry(res, ctx.config.retryMs);
     else if (!res.writableEnded) res.end();
   } finally {
+    if (options.conn !== undefined) ctx.audit.record(options.sessionId, { kind: 'delivered', conn: options.conn, stream: options.stream, events: delivered, reason: ending.slice(0, 32) });
     ctx.metrics.streamsOpen.add(-1);
     if (replaySpan !== undefined) {
       replaySpan.setAttributes({

@@ -192,6 +192,11 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     holdPresence: (writerId, writes) => holdPresenceOver(client, writerId, writes),
     probeWriter: async (writer, sessionId, stream, timeoutMs) => writerStateOf((await call(client.probeWriter, { writer, sessionId, stream, timeoutMs })).state),
 
+    // Not over gRPC yet: the cursor API has no audit RPC and no admin
+    // channel, so a gateway in this mode records no audit events and cannot
+    // be drained by tether-admin (docs/design.md, "Audit events").
+    audit: () => undefined,
+    listenAdmin: () => () => undefined,
     publishControl(message) {
       const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };
       // Fire and forget, like a core-NATS publish: nobody waits for it.

@@ -39,6 +39,8 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     openReader: (session, stream) => log.openReader(session, stream),
     holdPresence: (writerId, writes) => log.holdPresence(writerId, writes),
     probeWriter: (writerId, sessionId, stream, timeoutMs) => log.probeWriter(writerId, timeoutMs ?? PROBE_TIMEOUT_MS, sessionId, stream),
+    audit: (sessionId, event) => log.recordAudit(sessionId, event),
+    listenAdmin: (instanceId, listener) => log.listenAdmin(instanceId, listener),
     publishControl: (message) => log.publishControl(message),
     listenControl: (sessionId, listener) => log.listenControl(sessionId, listener),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,

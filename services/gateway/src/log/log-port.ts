@@ -1,6 +1,9 @@
 import type { EventKind } from '@tether/protocol';
 import type {
+  AdminAnswer,
+  AdminRequest,
   AppendOptions,
+  AuditEvent,
   AppendResult,
   ControlMessage,
   Cursor,
@@ -65,6 +68,19 @@ export interface LogPort {
   holdPresence(writerId: string, writes: WritesStream): { close(): Promise<void> };
   /** Whether a writer still writes a stream (without one: whether it lives); silent after `timeoutMs` (default 500). */
   probeWriter(writerId: string, sessionId?: string, stream?: string, timeoutMs?: number): Promise<WriterState>;
+
+  /**
+   * Fire-and-forget audit event of a session (metadata only). In-process a
+   * core publish to `<prefix>.audit.<session>`, captured by the log stream;
+   * over gRPC dropped (the cursor API has no audit RPC yet).
+   */
+  audit(sessionId: string, event: AuditEvent): void;
+  /**
+   * Calls `listener` with each operator request addressed to this instance
+   * (`<prefix>.admin.<instance>`, from tether-admin) until the returned
+   * function is called; `reply` answers it. Over gRPC nothing arrives.
+   */
+  listenAdmin(instanceId: string, listener: (request: AdminRequest, reply: (answer: AdminAnswer) => void) => void): () => void;
 
   /** Fire-and-forget control message to every instance following the session. */
   publishControl(message: ControlMessage): void;

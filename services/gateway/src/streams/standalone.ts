@@ -1,4 +1,5 @@
 import { HttpHeader } from '@tether/protocol';
+import { AuditKind } from '@tether/session-log';
 import type { Cursor, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
@@ -42,6 +43,7 @@ async function startListener(ctx: GatewayContext, session: SessionRecord, protoc
   const { head } = found;
   const claimed = await claimStream(ctx, sessionId, '0', head);
   if (claimed === undefined) return { state: 'running_elsewhere' };
+  ctx.audit.record(sessionId, { kind: head?.writer === undefined ? AuditKind.claim : AuditKind.takeover, stream: '0', writer: ctx.writerId, ...(head?.writer === undefined ? {} : { from: head.writer }) });
   try {
     return await listen(ctx, session, head, claimed.at, protocolVersion);
   } finally {

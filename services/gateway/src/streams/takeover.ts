@@ -1,4 +1,4 @@
-import { isSessionLogError } from '@tether/session-log';
+import { AuditKind, isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import type { GatewayContext } from '../context.js';
 import { reopenUpstream, runPump } from './post-stream.js';
@@ -49,6 +49,7 @@ async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: str
       if (isSessionLogError(err, 'writer_conflict') || isSessionLogError(err, 'stream_ended')) return { outcome: 'writer_alive' };
       throw err;
     }
+    ctx.audit.record(sessionId, { kind: AuditKind.takeover, stream, writer: ctx.writerId, ...(head.writer === undefined ? {} : { from: head.writer }), reason: 'ended_complete' });
     ctx.logger.info({ sessionId, stream }, 'took over an orphaned stream that owed nothing: ended it complete');
     return { outcome: 'ended' };
   }
@@ -60,6 +61,7 @@ async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: str
   try {
     body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, protocolVersion, abort.signal).catch(() => undefined);
     ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
+    ctx.audit.record(sessionId, { kind: AuditKind.takeover, stream, writer: ctx.writerId, ...(head.writer === undefined ? {} : { from: head.writer }), reason: body === undefined ? 'abandoned' : 'resumed_upstream' });
     // With no body the pump records the explicit abandonment and returns;
     // wait for it then, so the resume that got us here sees the verdict.
     runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, protocolVersion);

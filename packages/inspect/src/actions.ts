@@ -1,0 +1,65 @@
+import { AdminRequestType, AuditKind, ControlType, encodeAuditEvent, SessionRegistry } from '@tether/session-log';
+import type { AdminAnswer, AuditEvent } from '@tether/session-log';
+import type { InspectAccess } from './access.js';
+import { InspectError, InspectErrorCode } from './errors.js';
+import { resolveTag } from './registry.js';
+import type { KnownSession } from './registry.js';
+
+/** The name tether-admin's own audit events and control messages carry. */
+export const ADMIN_INSTANCE = 'tether-admin';
+
+export interface CloseOutcome {
+  readonly tag: string;
+  /** False when the session was already closed (or only its audit events remain): nothing was changed but the purge. */
+  readonly closed: boolean;
+}
+
+/**
+ * Closes a session on every instance, as a gateway's DELETE does: marks it
+ * closed in the registry, purges its events, and publishes control
+ * `closed`, on which every instance ends its deliveries and writers of the
+ * session. Records an audit `close` (instance `tether-admin`). What it does
+ * not do: DELETE the upstream's session (tether-admin has no credentials
+ * of the client's to send there; the upstream's own idle timeout ends it),
+ * or free the session's place in a `--max-sessions-per-principal` count
+ * (the next creation by that principal finds it closed and frees it).
+ */
+export async function closeSessionByTag(access: InspectAccess, tag: string, known?: readonly KnownSession[]): Promise<CloseOutcome> {
+  const session = await resolveTag(access, tag, known);
+  const wasActive = session.record?.state === 'active';
+  try {
+    if (session.record !== undefined) await new SessionRegistry(access.sessions).markClosed(session.sessionId);
+    await access.jsm.streams.purge(access.streamName, { filter: access.subjects.sessionLogs(session.sessionId) });
+  } catch (err) {
+    throw new InspectError(InspectErrorCode.unavailable, `closing ${tag} failed: ${String(err)}`, { cause: err });
+  }
+  access.nc.publish(access.subjects.control(session.sessionId), JSON.stringify({ type: ControlType.closed, sessionId: session.sessionId, from: ADMIN_INSTANCE }));
+  const event: AuditEvent = { v: 1, atMs: Date.now(), instance: ADMIN_INSTANCE, kind: AuditKind.close, reason: 'admin' };
+  access.nc.publish(access.subjects.audit(session.sessionId), encodeAuditEvent(event));
+  await access.nc.flush();
+  return { tag, closed: wasActive };
+}
+
+/**
+ * Asks one gateway instance (by its `--instance-id`) to drain, as SIGTERM
+ * would: it answers, then refuses new work, hands its client streams to
+ * the other instances and exits. `instance_not_found` when no instance of
+ * that name listens (on this namespace), or none answered in `timeoutMs`.
+ */
+export async function requestDrain(access: InspectAccess, instance: string, timeoutMs = 3_000): Promise<AdminAnswer> {
+  if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(instance) || instance.includes('..') || instance.startsWith('.') || instance.endsWith('.')) {
+    throw new InspectError(InspectErrorCode.invalidArgument, `not an instance id: ${JSON.stringify(instance.slice(0, 40))}; instance ids are the gateways' --instance-id (letters, digits, _ - : and single dots)`);
+  }
+  let reply;
+  try {
+    reply = await access.nc.request(access.subjects.admin(instance), JSON.stringify({ type: AdminRequestType.drain, from: ADMIN_INSTANCE }), { timeout: timeoutMs });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    const text = String(err);
+    if (code === '503' || /no responders|timeout/i.test(text)) {
+      throw new InspectError(InspectErrorCode.instanceNotFound, `no gateway instance ${instance} answered on ${access.subjects.admin(instance)} (${/timeout/i.test(text) ? 'timeout' : 'no responders'}): check the name (its --instance-id), --namespace, and that it runs with the log in-process (gRPC-mode gateways cannot be drained this way)`, { cause: err });
+    }
+    throw new InspectError(InspectErrorCode.unavailable, `drain request failed: ${text}`, { cause: err });
+  }
+  return JSON.parse(reply.string()) as AdminAnswer;
+}

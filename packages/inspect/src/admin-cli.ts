@@ -1,0 +1,188 @@
+import { isSessionId } from '@tether/protocol';
+import { openInspectAccess } from './access.js';
+import { isSessionTag } from './tag.js';
+import type { InspectAccess } from './access.js';
+import { closeSessionByTag, requestDrain } from './actions.js';
+import { checkChains } from './chains.js';
+import { InspectError, InspectErrorCode, isInspectError } from './errors.js';
+import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
+import { listSessions } from './sessions.js';
+import type { SessionFilter } from './sessions.js';
+import { readTimeline } from './timeline.js';
+
+/** Where tether-admin writes; a test passes its own. */
+export interface AdminIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain'] as const;
+type Command = (typeof COMMANDS)[number];
+
+const VALUE_FLAGS = ['nats', 'namespace', 'verdict', 'state', 'route', 'limit', 'timeout'] as const;
+type ValueFlag = (typeof VALUE_FLAGS)[number];
+
+export function adminHelp(): string {
+  return [
+    'Usage: tether-admin <command> [arguments] [flags]',
+    '',
+    'An operator\'s command line for one Tether deployment. It talks to NATS directly, with the',
+    'credentials of the NATS URL (nats://user:pass@host or a server that trusts this host): whoever',
+    'can reach NATS with them can do what tether-admin does. Sessions are named by their tag',
+    '(s_ and 12 characters, as in the services\' log lines), never by their id.',
+    '',
+    'Commands:',
+    '  sessions                 list recent sessions: tag, route, state, age, streams, resume verdicts',
+    '    --verdict V            only sessions with a resume of verdict V (resumed, truncated, epoch_mismatch, …)',
+    '    --state S              active, closed or expired (the registry forgot it; its audit events remain)',
+    '    --route R              only sessions of route R (/mcp)',
+    '    --limit N              at most N sessions, newest first (default 50, 1 to 10000)',
+    '  show <tag>               one session as text: each stream\'s events, writers and takeovers, every',
+    '                           connection with its instance, cursor and verdict, and the session\'s end',
+    '  verify <tag>             check every stream\'s chain (seq contiguous, prev = previous position, one',
+    '                           epoch, nothing after the end); exit 1 on any hole or fork, named by position',
+    '  close <tag>              close the session on every instance (registry, purge, control message)',
+    '  drain <instance>         ask one gateway instance (its --instance-id) to drain, as SIGTERM would',
+    '    --timeout MS           how long to wait for its answer (default 3000)',
+    '',
+    'Flags of every command:',
+    '  --nats URL               NATS server URL(s), comma separated (env TETHER_NATS_URL; default nats://127.0.0.1:4222)',
+    '  --namespace NAME         the deployment\'s namespace, as its gateways\' --namespace (env TETHER_NAMESPACE)',
+    '  --json                   print JSON instead of text (errors too: {"error":{"code","message"}})',
+    '  --help                   this text',
+    '',
+    'Exit status: 0 done, 1 a failed check or action (verify found a problem, unknown tag or instance,',
+    'NATS unavailable), 2 bad input (unknown command or flag, malformed tag, bad value).',
+    '',
+  ].join('\n');
+}
+
+interface Parsed {
+  readonly command: Command;
+  readonly arg: string | undefined;
+  readonly flags: Partial<Record<ValueFlag, string>>;
+  readonly json: boolean;
+}
+
+function bad(message: string): InspectError {
+  return new InspectError(InspectErrorCode.invalidArgument, message);
+}
+
+export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
+  if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) return 'help';
+  const positional: string[] = [];
+  const flags: Partial<Record<ValueFlag, string>> = {};
+  let json = false;
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    if (arg === '--json') {
+      json = true;
+      continue;
+    }
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+    if (!(VALUE_FLAGS as readonly string[]).includes(name)) throw bad(`unknown flag --${name.slice(0, 40)} (see --help)`);
+    const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined || (eq === -1 && value.startsWith('--'))) throw bad(`flag --${name} needs a value`);
+    flags[name as ValueFlag] = value;
+  }
+  const [command, arg, extra] = positional;
+  if (command === undefined) throw bad('no command given; one of: ' + COMMANDS.join(', '));
+  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`unknown command ${JSON.stringify(command.slice(0, 40))}; one of: ${COMMANDS.join(', ')}`);
+  const needs = command === 'sessions' ? undefined : command === 'drain' ? 'an instance id' : 'a session tag';
+  if (needs !== undefined && arg === undefined) throw bad(`${command} needs ${needs}: tether-admin ${command} <${command === 'drain' ? 'instance' : 'tag'}>`);
+  if ((needs === undefined ? arg : extra) !== undefined) throw bad(`unexpected argument ${JSON.stringify((needs === undefined ? arg : extra)!.slice(0, 40))} for ${command}`);
+  if (command !== 'sessions' && command !== 'drain') assertTag(arg!);
+  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'limit'], show: [], verify: [], close: [], drain: ['timeout'] };
+  for (const name of ['verdict', 'state', 'route', 'limit', 'timeout'] as const) {
+    if (flags[name] !== undefined && !only[command as Command].includes(name)) throw bad(`--${name} does not apply to ${command}`);
+  }
+  return { command: command as Command, arg, flags, json };
+}
+
+function assertTag(text: string): void {
+  if (isSessionTag(text)) return;
+  // A raw id is not echoed back: it is the session's credential.
+  if (isSessionId(text)) throw bad('that is a raw session id; sessions are named by tag (s_ and 12 base64url characters of its SHA-256, as in the services\' log lines; tether-admin sessions lists them)');
+  throw bad(`not a session tag: ${JSON.stringify(text.slice(0, 40))}; a tag is s_ and 12 base64url characters (tether-admin sessions lists them)`);
+}
+
+function intFlag(name: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) throw bad(`invalid --${name} ${JSON.stringify(text.slice(0, 40))}; allowed: an integer from ${min} to ${max}`);
+  return n;
+}
+
+/** Runs one tether-admin command; resolves with the exit status (0, 1, 2). */
+export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<number> {
+  let parsed: Parsed | 'help';
+  const wantsJson = argv.includes('--json');
+  try {
+    parsed = parseAdminArgs(argv);
+  } catch (err) {
+    return fail(io, wantsJson, err);
+  }
+  if (parsed === 'help') {
+    io.stdout(adminHelp());
+    return 0;
+  }
+  let access: InspectAccess | undefined;
+  try {
+    const { command, arg, flags, json } = parsed;
+    const state = flags.state;
+    if (state !== undefined && !['active', 'closed', 'expired'].includes(state)) throw bad(`invalid --state ${JSON.stringify(state.slice(0, 40))}; allowed: active, closed, expired`);
+    if (flags.verdict !== undefined && !/^[a-z_]{1,32}$/.test(flags.verdict)) throw bad(`invalid --verdict ${JSON.stringify(flags.verdict.slice(0, 40))}; allowed: a verdict such as resumed, truncated, epoch_mismatch, diverged, ahead, abandoned, unknown_session, malformed`);
+    const limit = intFlag('limit', flags.limit, 1, 10_000);
+    const timeoutMs = intFlag('timeout', flags.timeout, 1, 600_000);
+    access = await openInspectAccess({ servers: flags.nats ?? io.env['TETHER_NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace: flags.namespace ?? io.env['TETHER_NAMESPACE'] ?? '' });
+    const print = (value: unknown, text: () => string): void => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : text());
+    switch (command) {
+      case 'sessions': {
+        const filter: SessionFilter = { ...(flags.verdict === undefined ? {} : { verdict: flags.verdict }), ...(state === undefined ? {} : { state }), ...(flags.route === undefined ? {} : { route: flags.route }), ...(limit === undefined ? {} : { limit }) };
+        const rows = await listSessions(access, filter);
+        print(rows, () => formatSessions(rows, Date.now()));
+        return 0;
+      }
+      case 'show': {
+        const timeline = await readTimeline(access, arg!);
+        print(timeline, () => formatTimeline(timeline, Date.now()));
+        return 0;
+      }
+      case 'verify': {
+        const checks = await checkChains(access, arg!);
+        const ok = checks.every((c) => c.ok);
+        print({ tag: arg, ok, streams: checks }, () => formatChecks(arg!, checks));
+        return ok ? 0 : 1;
+      }
+      case 'close': {
+        const outcome = await closeSessionByTag(access, arg!);
+        print(outcome, () => `${outcome.tag}: ${outcome.closed ? 'closed on every instance' : 'was not active; its events were purged again'}\n`);
+        return 0;
+      }
+      case 'drain': {
+        const answer = await requestDrain(access, arg!, timeoutMs);
+        print(answer, () => `${answer.instance}: ${answer.ok ? answer.detail ?? 'draining' : `refused (${answer.detail ?? 'no reason'})`}\n`);
+        return answer.ok ? 0 : 1;
+      }
+    }
+    return 2;
+  } catch (err) {
+    return fail(io, parsed.json, err);
+  } finally {
+    await access?.close();
+  }
+}
+
+function fail(io: AdminIo, json: boolean, err: unknown): number {
+  const code = isInspectError(err) ? err.code : 'internal';
+  const message = err instanceof Error ? err.message : String(err);
+  io.stderr(`tether-admin: ${message}\n`);
+  if (json) io.stdout(`${JSON.stringify({ error: { code, message } })}\n`);
+  return isInspectError(err, InspectErrorCode.invalidArgument) ? 2 : 1;
+}

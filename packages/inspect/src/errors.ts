@@ -1,0 +1,27 @@
+/** Error codes of the read model and tether-admin (match on `code`). */
+export const InspectErrorCode = {
+  /** Bad input: a malformed tag, an unknown flag, a bad value (tether-admin exits 2). */
+  invalidArgument: 'invalid_argument',
+  /** No session of the deployment has that tag. */
+  sessionNotFound: 'session_not_found',
+  /** The stream or bucket the names point at does not exist. */
+  logNotFound: 'log_not_found',
+  /** NATS or JetStream did not answer. */
+  unavailable: 'unavailable',
+  /** No gateway instance of that name answered a drain request. */
+  instanceNotFound: 'instance_not_found',
+} as const;
+export type InspectErrorCode = (typeof InspectErrorCode)[keyof typeof InspectErrorCode];
+
+export class InspectError extends Error {
+  readonly code: InspectErrorCode;
+  constructor(code: InspectErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'InspectError';
+    this.code = code;
+  }
+}
+
+export function isInspectError(err: unknown, code?: InspectErrorCode): err is InspectError {
+  return err instanceof InspectError && (code === undefined || err.code === code);
+}

@@ -1,0 +1,70 @@
+import { isSessionId } from '@tether/protocol';
+import type { SessionRecord } from '@tether/session-log';
+import type { InspectAccess } from './access.js';
+import { InspectError, InspectErrorCode } from './errors.js';
+import { isSessionTag, sessionTag } from './tag.js';
+
+/** A session as the registry (or, once it left the registry, only its audit subject) knows it. */
+export interface KnownSession {
+  readonly sessionId: string;
+  readonly tag: string;
+  /** Undefined when the registry no longer holds it (idled out or closed long ago): only its audit events remain. */
+  readonly record: SessionRecord | undefined;
+}
+
+const READ_PARALLEL = 32;
+
+/**
+ * Every session the deployment still knows: each registry entry, plus every
+ * session with audit events but no entry (its record expired; the audit
+ * events last until the log's `max_age`). One key listing and one read per
+ * entry, 32 at a time.
+ */
+export async function scanSessions(access: InspectAccess): Promise<KnownSession[]> {
+  const ids = new Set<string>();
+  try {
+    for await (const key of await access.sessions.keys()) if (isSessionId(key)) ids.add(key);
+  } catch (err) {
+    throw new InspectError(InspectErrorCode.unavailable, `cannot list the session registry: ${String(err)}`, { cause: err });
+  }
+  const records = new Map<string, SessionRecord>();
+  const list = [...ids];
+  for (let i = 0; i < list.length; i += READ_PARALLEL) {
+    await Promise.all(
+      list.slice(i, i + READ_PARALLEL).map(async (id) => {
+        const entry = await access.sessions.get(id).catch(() => null);
+        if (entry === null || entry.operation !== 'PUT') return;
+        try {
+          records.set(id, JSON.parse(entry.string()) as SessionRecord);
+        } catch {
+          // Not a record: skipped (the gateways would refuse it too).
+        }
+      }),
+    );
+  }
+  for (const id of await auditedSessions(access)) ids.add(id);
+  return [...ids].map((sessionId) => ({ sessionId, tag: sessionTag(sessionId), record: records.get(sessionId) }));
+}
+
+/** Session ids that have audit events in the log (from the stream's subject counts). */
+async function auditedSessions(access: InspectAccess): Promise<string[]> {
+  const prefix = access.subjects.audit('');
+  try {
+    const info = await access.jsm.streams.info(access.streamName, { subjects_filter: access.subjects.auditWildcard });
+    return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length)).filter(isSessionId);
+  } catch (err) {
+    throw new InspectError(InspectErrorCode.unavailable, `cannot list audit subjects: ${String(err)}`, { cause: err });
+  }
+}
+
+/**
+ * The session a tag names, found by scanning (a tag cannot be turned back
+ * into an id). `invalid_argument` for something that is not a tag,
+ * `session_not_found` when no known session has it.
+ */
+export async function resolveTag(access: InspectAccess, tag: string, known?: readonly KnownSession[]): Promise<KnownSession> {
+  if (!isSessionTag(tag)) throw new InspectError(InspectErrorCode.invalidArgument, `not a session tag: ${JSON.stringify(tag.slice(0, 40))}; a tag is s_ and 12 base64url characters (tether-admin sessions lists them)`);
+  const found = (known ?? (await scanSessions(access))).find((s) => s.tag === tag);
+  if (found === undefined) throw new InspectError(InspectErrorCode.sessionNotFound, `no session with tag ${tag} in ${access.streamName} (closed sessions stay visible until the log's max_age)`);
+  return found;
+}

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseInspectConfig } from '../src/inspect-config.js';
+
+const TOKEN = 'inspect-test-token-0123456789';
+const parse = (argv: string[], env: Record<string, string> = {}, files: Record<string, string> = {}) =>
+  parseInspectConfig(argv, env, (p) => {
+    const text = files[p];
+    if (text === undefined) throw new Error('ENOENT');
+    return text;
+  });
+
+describe('tether-inspect flags', () => {
+  it('needs a token of at least 16 characters, and withholds it in errors', () => {
+    expect(() => parse([])).toThrow(ConfigError);
+    expect(() => parse([])).toThrow(/needs --token/);
+    expect(() => parse(['--token', 'short-secret'])).toThrow(/at least 16 characters/);
+    expect(() => parse(['--token', 'short-secret'])).not.toThrow(/short-secret/);
+  });
+
+  it('defaults to loopback, NATS at the usual URL, and reads tokens from flags, env and a file', () => {
+    const c = parse(['--token', TOKEN, '--port', '0']);
+    expect(c).toMatchObject({ host: '127.0.0.1', port: 0, tokens: [TOKEN], nats: ['nats://127.0.0.1:4222'], namespace: undefined });
+    expect(parse([], { TETHER_INSPECT_TOKEN: TOKEN }).tokens).toEqual([TOKEN]);
+    expect(parse(['--token-file', '/t'], {}, { '/t': `# comment\n${TOKEN}\n\nsecond-token-0123456789\n` }).tokens).toEqual([TOKEN, 'second-token-0123456789']);
+    expect(parse(['--token', TOKEN, '--nats', 'nats://a:1,nats://b:2', '--namespace', 'staging'])).toMatchObject({ nats: ['nats://a:1', 'nats://b:2'], namespace: 'staging' });
+  });
+
+  it('refuses --log grpc:// (the read model reads NATS) with a pointer to --nats, and bad values by name', () => {
+    expect(() => parse(['--token', TOKEN, '--log', 'grpc://127.0.0.1:50051'])).toThrow(/not supported yet.*--nats/);
+    expect(() => parse(['--token', TOKEN, '--namespace', 'Bad Name'])).toThrow(/namespace/);
+    expect(() => parse(['--token', TOKEN, '--port', '70000'])).toThrow(/port/);
+  });
+});
