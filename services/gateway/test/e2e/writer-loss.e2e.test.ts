@@ -96,35 +96,16 @@ describe('the pumping gateway dies after recording the last response, before the
 });
 
 describe('the instance holding the upstream GET is killed with SIGKILL', () => {
-  it('a GET client on another instance keeps its stream: that instance takes the listener over, the client never reconnects', async () => {
-    stack = await startStack({ gateways: 3, eventStore: true });
-    const sessionId = await initialize(stack.url);
-    const [a, b, c] = stack.gateways;
-    // The first GET makes `a` the listener; the second, on `b`, supersedes its delivery and reads what `a` records.
-    const first = await request(a!.url, { method: 'GET', sessionId });
-    expect(first.status).toBe(200);
-    await first.messages.next();
-    const reader = await request(b!.url, { method: 'GET', sessionId });
-    expect(reader.status).toBe(200);
-    const messages = reader.messages;
-    await messages.next();
-    // Default settings: `b` probes `a` (its writer) each --writer-check and finds it gone.
-    const tookOver = b!.process.waitForLine((line) => line['component'] === 'listener' && line['msg'] === 'holding the upstream GET stream', { timeoutMs: 20_000 });
-    await a!.process.kill();
-    await tookOver;
-    const trigger = await request(c!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: 5, delayMs: 10 }) });
-    for await (const m of trigger.messages) void m;
-    const notes: string[] = [];
-    for await (const m of messages) {
-      if (m.data !== '') notes.push(m.data);
-      if (notes.length === 5) break;
-    }
-    expect(notes.map((n) => JSON.parse(n).method)).toEqual(Array(5).fill('notifications/message'));
-    reader.cancel();
-  });
-
-  it('the same with an upstream that keeps no event store: messages sent after the takeover reach the reader', async () => {
-    stack = await startStack({ gateways: 2, eventStore: false });
+  /**
+   * The first GET makes `a` the listener; a second, on `b`, supersedes its
+   * delivery and reads what `a` records. `a` is SIGKILLed; with default
+   * settings `b` probes its writer each --writer-check, finds it gone and
+   * takes the listener over. Then `count` logging messages are sent through
+   * the gateway `notifyVia`: the reader on `b` must get every one, without
+   * reconnecting.
+   */
+  async function readerKeepsItsStream(options: { gateways: number; eventStore: boolean; notifyVia: number; count: number }): Promise<void> {
+    stack = await startStack({ gateways: options.gateways, eventStore: options.eventStore });
     const sessionId = await initialize(stack.url);
     const [a, b] = stack.gateways;
     const first = await request(a!.url, { method: 'GET', sessionId });
@@ -137,14 +118,22 @@ describe('the instance holding the upstream GET is killed with SIGKILL', () => {
     const tookOver = b!.process.waitForLine((line) => line['component'] === 'listener' && line['msg'] === 'holding the upstream GET stream', { timeoutMs: 20_000 });
     await a!.process.kill();
     await tookOver;
-    const trigger = await request(b!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: 2, delayMs: 10 }) });
+    const trigger = await request(stack.gateways[options.notifyVia]!.url, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.NotifyStandalone, { count: options.count, delayMs: 10 }) });
     for await (const m of trigger.messages) void m;
     const notes: string[] = [];
     for await (const m of messages) {
       if (m.data !== '') notes.push(m.data);
-      if (notes.length === 2) break;
+      if (notes.length === options.count) break;
     }
-    expect(notes.map((n) => JSON.parse(n).method)).toEqual(['notifications/message', 'notifications/message']);
+    expect(notes.map((n) => JSON.parse(n).method)).toEqual(Array(options.count).fill('notifications/message'));
     reader.cancel();
+  }
+
+  it('a GET client on another instance keeps its stream: that instance takes the listener over, the client never reconnects', async () => {
+    await readerKeepsItsStream({ gateways: 3, eventStore: true, notifyVia: 2, count: 5 });
+  });
+
+  it('the same with an upstream that keeps no event store, messages sent through the new listener\'s instance', async () => {
+    await readerKeepsItsStream({ gateways: 2, eventStore: false, notifyVia: 1, count: 2 });
   });
 });
