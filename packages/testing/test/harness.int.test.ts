@@ -240,7 +240,10 @@ describe('SDK upstream and client through the proxy', () => {
     const result = (await sdk.client.callTool({ name: UpstreamTools.NotifyStandalone, arguments: { count: 5, delayMs: 5 } })) as CallToolResult;
     expect(textOf(result)).toBe('sent 5');
     await waitFor('5 logging messages', () => seen.length === 5);
-    expect(seen).toEqual([1, 2, 3, 4, 5].map((seq) => ({ seq, of: 5 })));
+    // Each message names its call (its JSON-RPC request id), one call here.
+    const call = (seen[0] as { call?: unknown }).call;
+    expect(typeof call).toBe('string');
+    expect(seen).toEqual([1, 2, 3, 4, 5].map((seq) => ({ seq, of: 5, call })));
   });
 
   it('jsonResponse: echo comes back as JSON', async () => {
