@@ -70,8 +70,12 @@ describe('Resume flow control', () => {
 
     expect(seqs).toEqual(Array.from({ length: EVENTS - 1 }, (_, i) => i + 2));
     // Bounded: a few batches of the library plus the call's small buffer,
-    // far below the backlog that was there to be read.
-    expect(peak - before).toBeLessThan(24 * MiB);
+    // far below the backlog that was there to be read. RSS, not the heap:
+    // on a loaded machine garbage waits longer for a GC (37 MiB seen once
+    // in CI, on Node 24, under the full suite; alone it stayed within the
+    // old 24 MiB bound), so the bound is half the backlog: a service that
+    // queued the backlog would hold all 78 MiB of it.
+    expect(peak - before).toBeLessThan((EVENTS * PAYLOAD_BYTES) / 2);
     // Logs name a session by its tag, never its id.
     const isEnd = (o: Record<string, unknown>) => o['msg'] === 'resume ended' && o['sessionId'] === sessionTag(sessionId);
     await expect.poll(() => service.stdoutJson.find(isEnd)).toBeDefined();
