@@ -81,7 +81,7 @@ export const FLAGS = [
   { flag: 'writer-check', env: 'TETHER_WRITER_CHECK', help: 'how often readers here probe each writer instance they depend on (ms, or 1s)', fallback: '500' },
   { flag: 'writer-silence', env: 'TETHER_WRITER_SILENCE', help: 'how long a writer instance may leave probes unanswered before its streams are taken over (ms, or 3s)', fallback: '3s' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs, audit events and tether-admin drain (default random)', fallback: '' },
-  { flag: 'audit', env: 'TETHER_AUDIT', help: 'record metadata-only audit events per session in the log (on|off; not recorded with --log grpc://)', fallback: 'on' },
+  { flag: 'audit', env: 'TETHER_AUDIT', help: 'record metadata-only audit events per session in the log (on|off; with --log grpc:// sent to the service\'s RecordAudit)', fallback: 'on' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 

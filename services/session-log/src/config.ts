@@ -31,6 +31,7 @@ export const FLAGS = [
   { flag: 'max-message-bytes', env: 'TETHER_GRPC_MAX_MESSAGE_BYTES', help: 'largest request message (bounds a batch)', fallback: '16777216' },
   { flag: 'max-streams-per-caller', env: 'TETHER_MAX_STREAMS_PER_CALLER', help: 'Resume/Follow/WatchControl streams one caller may hold', fallback: '1000' },
   { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit)', fallback: '0' },
+  { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in its audit events (letters, digits, _, -, ., :; up to 128)', fallback: 'tether-session-log' },
   { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'separates deployments on one NATS account: the log stream, subjects and buckets carry it (a-z, 0-9, _, -; up to 32)', fallback: '' },
   { flag: 'log-stream', env: 'TETHER_LOG_STREAM', help: 'JetStream stream name of the log; another name needs --namespace (its default: TETHER_LOG_<namespace>)', fallback: 'TETHER_LOG' },
   { flag: 'log-subject-prefix', env: 'TETHER_LOG_SUBJECT_PREFIX', help: 'first subject token(s) of the log; another needs --namespace (its default: tether_<namespace>)', fallback: 'tether' },
@@ -56,6 +57,7 @@ const FLAGS_UNSET_EMPTY = FLAGS.map((f) => (UNSET_EMPTY.has(f.flag) ? { ...f, fa
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const INSTANCE_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
 
@@ -169,6 +171,7 @@ export function parseConfig(
       maxMessageBytes: int('max-message-bytes', raw('max-message-bytes'), 64 * 1024, 1024 * 1024 * 1024),
       maxStreamsPerCaller: int('max-streams-per-caller', raw('max-streams-per-caller'), 1, 1_000_000),
       maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, MAX_SESSIONS_PER_PRINCIPAL),
+      instanceId: matching('instance-id', raw('instance-id'), INSTANCE_ID, 'letters, digits, _, -, . and :, up to 128 characters'),
       log,
     },
   };

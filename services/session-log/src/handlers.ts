@@ -4,6 +4,7 @@ import type { ControlMessage, SessionLog } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import { Appender } from './append.js';
+import { auditEventOf, createServiceAudit, DEFAULT_INSTANCE_ID } from './audit.js';
 import type { AppendLimits } from './append.js';
 import type { Authenticator } from './auth.js';
 import { countOf, fromProtoLease, sessionIdOf, streamIdOf, textOf, toProtoEvent, toProtoLease } from './convert.js';
@@ -16,6 +17,8 @@ import { unary } from './unary.js';
 
 export interface HandlerOptions extends AppendLimits {
   readonly maxStreamsPerCaller: number;
+  /** The instance named in the service's own audit events. Default `tether-session-log`. */
+  readonly instanceId?: string;
   /** Append latency, resumes by verdict, replay sizes, open streams. */
   readonly metrics: TetherMetrics;
 }
@@ -28,8 +31,9 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
   const scope = new CallerScope(log);
   const limiter = new StreamLimiter(options.maxStreamsPerCaller);
   const appender = new Appender(log, scope, options, (ms) => options.metrics.appendDuration.record(ms));
-  const sessions = new SessionHandlers(log, scope, appender, options.metrics);
-  const deps = { log, auth, scope, limiter, logger, metrics: options.metrics };
+  const audit = createServiceAudit(log, options.instanceId ?? DEFAULT_INSTANCE_ID);
+  const sessions = new SessionHandlers(log, scope, appender, options.metrics, audit);
+  const deps = { log, auth, scope, limiter, logger, metrics: options.metrics, audit };
   const ttlOf = (ttlMs: number): number => countOf('ttl_ms', ttlMs, MIN_TTL_MS, MAX_TTL_MS);
   const ownerOf = (owner: string): string => {
     if (owner === '') throw invalid('owner must not be empty');
@@ -110,6 +114,15 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
       return {};
     }),
     watchControl: watchControlHandler(deps),
+
+    recordAudit: unary(auth, logger, 'RecordAudit', async (req, ctx) => {
+      const sessionId = sessionIdOf(req.sessionId);
+      const event = auditEventOf(req, Date.now());
+      await scope.check(sessionId, ctx.caller);
+      // Fire and forget, like a gateway's own: a core publish the log stream captures.
+      log.recordAudit(sessionId, event);
+      return {};
+    }),
   };
   return { implementation, limiter };
 }

@@ -43,6 +43,8 @@ export interface SessionLogServiceOptions {
   readonly maxStreamsPerCaller?: number;
   /** Open sessions per principal, across every instance sharing the log (OpenSession answers RESOURCE_EXHAUSTED `too_many_sessions` past it). 0: no limit. Default 0. */
   readonly maxSessionsPerPrincipal?: number;
+  /** The instance named in the service's own audit events (`--instance-id`). Default `tether-session-log`. */
+  readonly instanceId?: string;
   /** Root logger. Default: `createRootLogger('tether-session-log')` (JSON lines with trace ids). */
   readonly logger?: Logger;
   /**
@@ -81,6 +83,7 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     maxPayloadBytes,
     maxBatchEntries: options.maxBatchEntries ?? 1000,
     maxStreamsPerCaller: options.maxStreamsPerCaller ?? 1000,
+    ...(options.instanceId === undefined ? {} : { instanceId: options.instanceId }),
     metrics: options.metrics ?? createTetherMetrics(),
   });
   server.addService(withSafeDecoding(CursorServiceService), implementation);

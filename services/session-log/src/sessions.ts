@@ -12,6 +12,7 @@ import { isSessionLogError, principalDigest } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { SessionLog } from '@tether/session-log';
 import type { Appender } from './append.js';
+import type { ServiceAudit } from './audit.js';
 import { sessionIdOf, textOf, toProtoSession } from './convert.js';
 import { invalid } from './errors.js';
 import { CALLER_META_KEY, notFound, RESERVED_META_PREFIX } from './scope.js';
@@ -52,12 +53,14 @@ export class SessionHandlers {
   readonly #scope: CallerScope;
   readonly #appender: Appender;
   readonly #metrics: TetherMetrics;
+  readonly #audit: ServiceAudit;
 
-  constructor(log: SessionLog, scope: CallerScope, appender: Appender, metrics: TetherMetrics) {
+  constructor(log: SessionLog, scope: CallerScope, appender: Appender, metrics: TetherMetrics, audit: ServiceAudit) {
     this.#log = log;
     this.#scope = scope;
     this.#appender = appender;
     this.#metrics = metrics;
+    this.#audit = audit;
   }
 
   async open(req: OpenSessionRequest, ctx: UnaryContext): Promise<OpenSessionResponse> {
@@ -70,6 +73,8 @@ export class SessionHandlers {
       throw err;
     }
     this.#scope.remember(record.sessionId, ctx.caller);
+    // A session opened through the cursor API is what a gateway's initialize is.
+    if (!ctx.auditedByCaller) this.#audit.record(record.sessionId, { kind: 'initialize' });
     return { session: toProtoSession(record) };
   }
 
@@ -94,6 +99,7 @@ export class SessionHandlers {
     const from = req.from === '' ? undefined : textOf('from', req.from, 256);
     const closed = await this.#log.closeSession(sessionId, from);
     this.#appender.forgetSession(sessionId);
+    if (closed && !ctx.auditedByCaller) this.#audit.record(sessionId, { kind: 'close', reason: 'close_session' });
     return { closed };
   }
 }

@@ -8,6 +8,8 @@ import { createFollowStats, createSubjects } from '@tether/session-log';
 import type { ControlMessage, Cursor, LogEvent, Refusal, ResumeResult, SessionLog } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
+import { auditedByCaller } from './audit.js';
+import type { ServiceAudit } from './audit.js';
 import { assertDecoded } from './decode.js';
 import type { Authenticator } from './auth.js';
 import { countOf, sessionIdOf, streamIdOf, toProtoEvent, toProtoSession } from './convert.js';
@@ -26,6 +28,8 @@ export interface StreamDeps {
   readonly limiter: StreamLimiter;
   readonly logger: Logger;
   readonly metrics: TetherMetrics;
+  /** The service's own audit events (a Resume's verdict and cursor). */
+  readonly audit: ServiceAudit;
 }
 
 /**
@@ -120,13 +124,17 @@ export function resumeHandler(deps: StreamDeps) {
     // without positions that would describe another caller's session).
     const cursor = decodeEventId(lastEventId);
     let result: ResumeResult;
-    if (cursor.ok && !(await deps.scope.owns(sessionId, caller))) {
+    const owned = await deps.scope.owns(sessionId, caller);
+    if (cursor.ok && !owned) {
       // Exactly what the library answers for an unknown session (with the cursor, no positions).
       result = { verdict: ResumeVerdict.unknownSession, reason: 'the session is unknown, closed, or not yours', sessionId, cursor: cursor.value } satisfies Refusal;
     } else {
       result = await deps.log.resume(sessionId, lastEventId, principal);
     }
     deps.metrics.resumes.add(1, { verdict: result.verdict });
+    // Only into the caller's own sessions: another caller's (or a made-up id)
+    // gets no audit subject, so probing cannot draw phantom sessions.
+    if (owned && !auditedByCaller(call.metadata)) deps.audit.record(sessionId, { kind: 'resume', verdict: result.verdict, ...auditCursorOf(result) });
     trace.getActiveSpan()?.setAttributes({ 'tether.verdict': result.verdict, ...(result.verdict === 'resumed' ? { 'tether.stream': result.stream } : {}) });
     if (result.verdict !== 'resumed') {
       deps.logger.info({ sessionId, verdict: result.verdict }, 'resume refused');
@@ -216,4 +224,11 @@ export function watchControlHandler(deps: StreamDeps) {
       sub.unsubscribe();
     }
   });
+}
+
+/** A resume's cursor as an audit event holds it: stream, seq and position, never the raw id. */
+function auditCursorOf(result: ResumeResult): { stream?: string; cursor?: { stream: string; seq: number; pos: number } } {
+  if (result.verdict === 'resumed') return { stream: result.stream, cursor: { stream: result.stream, seq: result.cursor.seq, pos: result.cursor.pos } };
+  const c = result.cursor;
+  return c === undefined ? {} : { stream: c.stream, cursor: { stream: c.stream, seq: c.seq, pos: c.pos } };
 }

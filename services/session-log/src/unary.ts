@@ -5,6 +5,7 @@ import { isSessionLogError } from '@tether/session-log';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.js';
 import { CursorServiceError, toGrpcStatus } from './errors.js';
+import { auditedByCaller } from './audit.js';
 import { assertDecoded } from './decode.js';
 import { startCallSpan } from './tracing.js';
 
@@ -20,6 +21,8 @@ export interface UnaryContext {
   readonly traceparent: string | undefined;
   /** True once the client cancelled or the deadline passed: stop doing work. */
   cancelled(): boolean;
+  /** The caller records its own audit events (`tether-audit: self` metadata): the service records none for this call. */
+  readonly auditedByCaller: boolean;
 }
 
 /**
@@ -45,6 +48,7 @@ export function unary<Req, Res>(auth: Authenticator, logger: Logger, rpc: string
           caller: auth.requireCaller(call.metadata, call.getAuthContext()),
           traceparent: traced.traceparent,
           cancelled: () => call.cancelled,
+          auditedByCaller: auditedByCaller(call.metadata),
         };
       } catch (err) {
         fail(err);

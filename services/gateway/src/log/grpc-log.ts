@@ -192,10 +192,28 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     holdPresence: (writerId, writes) => holdPresenceOver(client, writerId, writes),
     probeWriter: async (writer, sessionId, stream, timeoutMs) => writerStateOf((await call(client.probeWriter, { writer, sessionId, stream, timeoutMs })).state),
 
-    // Not over gRPC yet: the cursor API has no audit RPC and no admin
-    // channel, so a gateway in this mode records no audit events and cannot
-    // be drained by tether-admin (docs/design.md, "Audit events").
-    audit: () => undefined,
+    audit(sessionId, event) {
+      const request = {
+        sessionId,
+        atMs: event.atMs,
+        instance: event.instance,
+        kind: event.kind,
+        stream: event.stream,
+        cursor: event.cursor,
+        verdict: event.verdict,
+        status: event.status,
+        events: event.events,
+        conn: event.conn,
+        writer: event.writer,
+        from: event.from,
+        reason: event.reason,
+      };
+      // Fire and forget, like the in-process core publish: nothing in the
+      // request path waits for it, and a lost or refused event is dropped.
+      callUnary(client.recordAudit.bind(client), request, { deadlineMs }).catch(() => undefined);
+    },
+    // The cursor API has no admin channel: a gateway in this mode cannot be
+    // drained by tether-admin (docs/design.md, "Audit events").
     listenAdmin: () => () => undefined,
     publishControl(message) {
       const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };
@@ -230,7 +248,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
 /**
  * Sends the active context's `traceparent` in every call's metadata, so the
  * service's server spans join the gateway's trace (and an append without
- * its own `traceparent` is stored with this one's). grpc-js calls the
+ * its own `traceparent` is stored with this one's), and `tether-audit:
+ * self`, so the service does not draw this gateway's sessions twice. grpc-js calls the
  * interceptor synchronously when the call is made, so `context.active()`
  * is the caller's, not that of whatever later starts the call.
  */
@@ -239,6 +258,8 @@ const traceparentInterceptor: Interceptor = (callOptions, nextCall) => {
   return new InterceptingCall(nextCall(callOptions), {
     start(metadata, listener, next) {
       if (traceparent !== undefined) metadata.set('traceparent', traceparent);
+      // This gateway records its own audit events (RecordAudit): the service records none for its calls.
+      metadata.set('tether-audit', 'self');
       next(metadata, listener);
     },
   });

@@ -72,7 +72,7 @@ export interface LogPort {
   /**
    * Fire-and-forget audit event of a session (metadata only). In-process a
    * core publish to `<prefix>.audit.<session>`, captured by the log stream;
-   * over gRPC dropped (the cursor API has no audit RPC yet).
+   * over gRPC a `RecordAudit` call, not awaited.
    */
   audit(sessionId: string, event: AuditEvent): void;
   /**

@@ -753,6 +753,92 @@ export interface WatchControlResponse {
   message: ControlMessage | undefined;
 }
 
+/**
+ * A resume's cursor in an audit event: its stream, seq and position (never
+ * the raw event id).
+ */
+export interface AuditCursor {
+  /** The stream the cursor names ("0" or 8 base32 characters). */
+  stream: string;
+  /** The cursor's seq. */
+  seq: number;
+  /** The cursor's position in the log. */
+  pos: number;
+}
+
+/**
+ * RecordAudit input: the session and the audit event's fields, in the
+ * spellings tether-inspect reads. Strings are bounded and hold no control
+ * characters; there is no field for a payload.
+ */
+export interface RecordAuditRequest {
+  /** The session the event is about; must be the caller's. */
+  sessionId: string;
+  /**
+   * When it happened (ms since the Unix epoch), at most 5 minutes ahead of
+   * the service's clock. 0: when the service received it.
+   */
+  atMs: number;
+  /**
+   * The instance that served the request (a gateway's `--instance-id`),
+   * 1 to 128 characters.
+   */
+  instance: string;
+  /**
+   * One of `initialize`, `post`, `get`, `resume`, `delete`, `claim`,
+   * `takeover`, `drain`, `close`, `delivered`.
+   */
+  kind: string;
+  /** The stream involved ("0" or 8 base32 characters). */
+  stream?:
+    | string
+    | undefined;
+  /** A resume's cursor. */
+  cursor:
+    | AuditCursor
+    | undefined;
+  /**
+   * A resume's verdict, spelled as the library spells it (`resumed`,
+   * `malformed`, `unknown_session`, `epoch_mismatch`, `ahead`, `diverged`,
+   * `truncated`, `abandoned`).
+   */
+  verdict?:
+    | string
+    | undefined;
+  /** The HTTP status answered, 100 to 599. */
+  status?:
+    | number
+    | undefined;
+  /** Events delivered (on `delivered`). */
+  events?:
+    | number
+    | undefined;
+  /**
+   * A random id joining a delivery's request to its `delivered` event
+   * (1 to 32 characters of A-Z, a-z, 0-9, `_`, `-`).
+   */
+  conn?:
+    | string
+    | undefined;
+  /** The writer id of the instance (a claim's or takeover's new writer). */
+  writer?:
+    | string
+    | undefined;
+  /** The writer id taken over from. */
+  from?:
+    | string
+    | undefined;
+  /**
+   * A short constant reason (`client_gone`, `drain`, `upstream_404`…), at
+   * most 64 bytes.
+   */
+  reason?: string | undefined;
+}
+
+/** RecordAudit output (empty). */
+export interface RecordAuditResponse {
+}
+
 function createBaseSession(): Session {
   return { sessionId: "", epoch: "", state: 0, createdAtMs: 0, touchedAtMs: 0, meta: {} };
 }
@@ -4425,6 +4511,343 @@ export const WatchControlResponse: MessageFns<WatchControlResponse> = {
   },
 };
 
+function createBaseAuditCursor(): AuditCursor {
+  return { stream: "", seq: 0, pos: 0 };
+}
+
+export const AuditCursor: MessageFns<AuditCursor> = {
+  encode(message: AuditCursor, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stream !== "") {
+      writer.uint32(10).string(message.stream);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint64(message.seq);
+    }
+    if (message.pos !== 0) {
+      writer.uint32(24).uint64(message.pos);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuditCursor {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuditCursor();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stream = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.pos = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AuditCursor>, I>>(base?: I): AuditCursor {
+    return AuditCursor.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuditCursor>, I>>(object: I): AuditCursor {
+    const message = createBaseAuditCursor();
+    message.stream = object.stream ?? "";
+    message.seq = object.seq ?? 0;
+    message.pos = object.pos ?? 0;
+    return message;
+  },
+};
+
+function createBaseRecordAuditRequest(): RecordAuditRequest {
+  return {
+    sessionId: "",
+    atMs: 0,
+    instance: "",
+    kind: "",
+    stream: undefined,
+    cursor: undefined,
+    verdict: undefined,
+    status: undefined,
+    events: undefined,
+    conn: undefined,
+    writer: undefined,
+    from: undefined,
+    reason: undefined,
+  };
+}
+
+export const RecordAuditRequest: MessageFns<RecordAuditRequest> = {
+  encode(message: RecordAuditRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.atMs !== 0) {
+      writer.uint32(16).int64(message.atMs);
+    }
+    if (message.instance !== "") {
+      writer.uint32(26).string(message.instance);
+    }
+    if (message.kind !== "") {
+      writer.uint32(34).string(message.kind);
+    }
+    if (message.stream !== undefined) {
+      writer.uint32(42).string(message.stream);
+    }
+    if (message.cursor !== undefined) {
+      AuditCursor.encode(message.cursor, writer.uint32(50).fork()).join();
+    }
+    if (message.verdict !== undefined) {
+      writer.uint32(58).string(message.verdict);
+    }
+    if (message.status !== undefined) {
+      writer.uint32(64).uint32(message.status);
+    }
+    if (message.events !== undefined) {
+      writer.uint32(72).uint64(message.events);
+    }
+    if (message.conn !== undefined) {
+      writer.uint32(82).string(message.conn);
+    }
+    if (message.writer !== undefined) {
+      writer.uint32(90).string(message.writer);
+    }
+    if (message.from !== undefined) {
+      writer.uint32(98).string(message.from);
+    }
+    if (message.reason !== undefined) {
+      writer.uint32(106).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordAuditRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordAuditRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.atMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.instance = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.stream = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.cursor = AuditCursor.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.verdict = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.status = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.events = longToNumber(reader.uint64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.conn = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordAuditRequest>, I>>(base?: I): RecordAuditRequest {
+    return RecordAuditRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordAuditRequest>, I>>(object: I): RecordAuditRequest {
+    const message = createBaseRecordAuditRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.atMs = object.atMs ?? 0;
+    message.instance = object.instance ?? "";
+    message.kind = object.kind ?? "";
+    message.stream = object.stream ?? undefined;
+    message.cursor = (object.cursor !== undefined && object.cursor !== null)
+      ? AuditCursor.fromPartial(object.cursor)
+      : undefined;
+    message.verdict = object.verdict ?? undefined;
+    message.status = object.status ?? undefined;
+    message.events = object.events ?? undefined;
+    message.conn = object.conn ?? undefined;
+    message.writer = object.writer ?? undefined;
+    message.from = object.from ?? undefined;
+    message.reason = object.reason ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRecordAuditResponse(): RecordAuditResponse {
+  return {};
+}
+
+export const RecordAuditResponse: MessageFns<RecordAuditResponse> = {
+  encode(_: RecordAuditResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordAuditResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordAuditResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordAuditResponse>, I>>(base?: I): RecordAuditResponse {
+    return RecordAuditResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordAuditResponse>, I>>(_: I): RecordAuditResponse {
+    const message = createBaseRecordAuditResponse();
+    return message;
+  },
+};
+
 /**
  * The session log. Every RPC is safe to call from any number of service
  * instances at once: they share one log on NATS JetStream.
@@ -4683,6 +5106,24 @@ export const CursorServiceService = {
       Buffer.from(WatchControlResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WatchControlResponse => WatchControlResponse.decode(value),
   },
+  /**
+   * Records one audit event of a session: what a server (a gateway in
+   * `--log grpc://` mode, a custom server) did for one request of it, as
+   * metadata only (see AUDIT EVENTS below). The session must be the
+   * caller's. Every field is checked (INVALID_ARGUMENT names the bad one);
+   * the event is then published without waiting for JetStream's ack, like a
+   * gateway's own: an OK answer means accepted, not stored. Callers should
+   * not wait for the answer either.
+   */
+  recordAudit: {
+    path: "/tether.cursor.v1.CursorService/RecordAudit" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordAuditRequest): Buffer => Buffer.from(RecordAuditRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordAuditRequest => RecordAuditRequest.decode(value),
+    responseSerialize: (value: RecordAuditResponse): Buffer => Buffer.from(RecordAuditResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordAuditResponse => RecordAuditResponse.decode(value),
+  },
 } as const;
 
 export interface CursorServiceServer extends UntypedServiceImplementation {
@@ -4784,6 +5225,16 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * response carries no message: from then on the subscription is open.
    */
   watchControl: handleServerStreamingCall<WatchControlRequest, WatchControlResponse>;
+  /**
+   * Records one audit event of a session: what a server (a gateway in
+   * `--log grpc://` mode, a custom server) did for one request of it, as
+   * metadata only (see AUDIT EVENTS below). The session must be the
+   * caller's. Every field is checked (INVALID_ARGUMENT names the bad one);
+   * the event is then published without waiting for JetStream's ack, like a
+   * gateway's own: an OK answer means accepted, not stored. Callers should
+   * not wait for the answer either.
+   */
+  recordAudit: handleUnaryCall<RecordAuditRequest, RecordAuditResponse>;
 }
 
 export interface CursorServiceClient extends Client {
@@ -5098,6 +5549,30 @@ export interface CursorServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchControlResponse>;
+  /**
+   * Records one audit event of a session: what a server (a gateway in
+   * `--log grpc://` mode, a custom server) did for one request of it, as
+   * metadata only (see AUDIT EVENTS below). The session must be the
+   * caller's. Every field is checked (INVALID_ARGUMENT names the bad one);
+   * the event is then published without waiting for JetStream's ack, like a
+   * gateway's own: an OK answer means accepted, not stored. Callers should
+   * not wait for the answer either.
+   */
+  recordAudit(
+    request: RecordAuditRequest,
+    callback: (error: ServiceError | null, response: RecordAuditResponse) => void,
+  ): ClientUnaryCall;
+  recordAudit(
+    request: RecordAuditRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordAuditResponse) => void,
+  ): ClientUnaryCall;
+  recordAudit(
+    request: RecordAuditRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordAuditResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const CursorServiceClient = makeGenericClientConstructor(
