@@ -11,7 +11,7 @@
  *
  * The dead writer's records are written with `SessionLog.append` exactly as
  * the gateway's pump writes them (opening prime owing request 5, a progress
- * event, the result); no lease is held, as after a SIGKILL. The client
+ * event, the result), by no live writer, as after a SIGKILL. The client
  * resumes from the progress event (it missed the result) or, with
  * `--from-response`, from the result itself. Exit 1 when reproduced.
  */
@@ -26,7 +26,7 @@ const upstream = await startMcpUpstream({ eventStore: false });
 const gateway = await startServiceProcess({
   name: 'gateway',
   command: process.execPath,
-  args: [fileURLToPath(new URL('../../../services/gateway/dist/main.js', import.meta.url)), '--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--log-stream', 'REPRO_TAKEOVER', '--lease-ttl', '2s'],
+  args: [fileURLToPath(new URL('../../../services/gateway/dist/main.js', import.meta.url)), '--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--namespace', 'repro_takeover'],
   readyLine: (json) => json.msg === 'listening',
 });
 const url = `http://127.0.0.1:${gateway.port}/mcp`;
@@ -36,7 +36,7 @@ const sessionId = init.headers.get('mcp-session-id')!;
 await init.text();
 await (await fetch(url, { method: 'POST', headers: { ...headers, 'mcp-session-id': sessionId }, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).text();
 
-const log = await SessionLog.create({ servers: nats.url, streamName: 'REPRO_TAKEOVER' });
+const log = await SessionLog.create({ servers: nats.url, namespace: 'repro_takeover' });
 const stream = log.newStreamId();
 await log.append(sessionId, stream, 'prime', Buffer.from(JSON.stringify({ requests: ['5'] })));
 const progress = await log.append(sessionId, stream, 'event', Buffer.from(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p5', progress: 1, total: 1 } })));
@@ -44,7 +44,7 @@ const result = await log.append(sessionId, stream, 'event', Buffer.from(JSON.str
 const cursor = fromResponse ? result.id : progress.id;
 console.log(`the dead writer recorded the result of request 5 (${result.id}) but no end marker; resuming from ${cursor}`);
 const appended: string[] = [];
-const sub = log.connection.subscribe(`tether.live.${sessionId}.${stream}`);
+const sub = log.connection.subscribe(`${log.config.subjectPrefix}.live.${sessionId}.${stream}`);
 void (async () => {
   for await (const m of sub) appended.push(`${m.headers?.get('Tether-Kind')} ${m.headers?.get('Tether-End') ?? ''} ${new TextDecoder().decode(m.data)}`.replace(/\s+/g, ' '));
 })();
