@@ -1,0 +1,83 @@
+/**
+ * `npm run fuzz -- --cases N --seed S`: the fuzz suites of `npm test`
+ * (test/fuzz: the gateway's HTTP surface and the session-log service's gRPC
+ * surface, each against real processes) with many more cases and another
+ * seed. It scales every property's run count by the same factor
+ * (`TETHER_FUZZ_RUNS`) so that the suites run about N cases in all, runs
+ * them with vitest, and prints what ran: each suite's summary, then one line
+ * `fuzz: N cases, seed S, F failed properties`. Exits 1 when a property
+ * failed (the failure names its seed and shrunk case), 2 on bad arguments.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Cases the suites run at factor 1 (what `npm test` runs; printed by each
+ * suite as `fuzz <suite>: seed S, N cases`). A guide for the factor only:
+ * the total printed at the end is what actually ran.
+ */
+const CASES_AT_FACTOR_1 = 1_762;
+const DEFAULT_SEED = 0x7e7e4;
+
+const USAGE = `Usage: npm run fuzz -- [--cases N] [--seed S]
+
+  --cases N   about how many cases to run in all (default ${CASES_AT_FACTOR_1}, what npm test runs)
+  --seed S    the fast-check seed (an integer; default ${DEFAULT_SEED}, npm test's)
+
+Runs test/fuzz (the gateway's HTTP surface and the session-log service's gRPC
+surface, against real nats-server and service processes) with every property's
+run count scaled to reach N; NATS_SERVER_BIN picks the server.`;
+
+function parse(argv: readonly string[]): { cases: number; seed: number } {
+  let cases = CASES_AT_FACTOR_1;
+  let seed = DEFAULT_SEED;
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    const eq = arg.indexOf('=');
+    const name = eq === -1 ? arg : arg.slice(0, eq);
+    const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+    if (name !== '--cases' && name !== '--seed') throw new Error(`unknown argument ${JSON.stringify(arg)}`);
+    if (value === undefined) throw new Error(`${name} needs a value`);
+    const n = Number(value);
+    if (name === '--cases') {
+      if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--cases must be a positive integer, got ${JSON.stringify(value)}`);
+      cases = n;
+    } else {
+      if (!Number.isSafeInteger(n)) throw new Error(`--seed must be an integer, got ${JSON.stringify(value)}`);
+      seed = n;
+    }
+  }
+  return { cases, seed };
+}
+
+let args: { cases: number; seed: number };
+try {
+  args = parse(process.argv.slice(2));
+} catch (err) {
+  console.error(`fuzz: ${(err as Error).message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+const factor = Math.max(1, args.cases / CASES_AT_FACTOR_1);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const startedAt = Date.now();
+const run = spawnSync(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', 'test/fuzz', '--project', 'all'], {
+  cwd: root,
+  env: { ...process.env, TETHER_FUZZ_RUNS: String(factor), TETHER_FUZZ_SEED: String(args.seed), NO_COLOR: '1' },
+  encoding: 'utf8',
+  maxBuffer: 256 * 1024 * 1024,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const out = run.stdout ?? '';
+process.stdout.write(out);
+const totals = [...out.matchAll(/^fuzz (\S+): seed (-?\d+), (\d+) cases in/gm)].map((m) => ({ suite: m[1]!, cases: Number(m[3]) }));
+const cases = totals.reduce((sum, t) => sum + t.cases, 0);
+const failed = Number(/Tests\s+(\d+) failed/.exec(out)?.[1] ?? (run.status === 0 ? '0' : '1'));
+console.log(
+  `fuzz: ${cases} cases (${totals.map((t) => `${t.suite} ${t.cases}`).join(', ') || 'no suite summary printed'}), seed ${args.seed}, factor ${factor.toFixed(2)}, ${failed} failed properties, ${((Date.now() - startedAt) / 1000).toFixed(0)} s`,
+);
+process.exit(run.status === 0 && totals.length > 0 ? 0 : 1);
