@@ -65,7 +65,9 @@ try {
 const factor = Math.max(1, args.cases / CASES_AT_FACTOR_1);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const startedAt = Date.now();
-const run = spawnSync(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', 'test/fuzz', '--project', 'all'], {
+// Each property runs `factor` times its cases: so may its test (vitest's 60 s default per test).
+const timeoutMs = String(Math.round(60_000 * factor + 60_000));
+const run = spawnSync(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', 'test/fuzz', '--project', 'all', '--testTimeout', timeoutMs, '--hookTimeout', timeoutMs], {
   cwd: root,
   env: { ...process.env, TETHER_FUZZ_RUNS: String(factor), TETHER_FUZZ_SEED: String(args.seed), NO_COLOR: '1' },
   encoding: 'utf8',

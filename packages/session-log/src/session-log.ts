@@ -445,7 +445,22 @@ export class SessionLog {
     } catch (err) {
       throw unavailable(err);
     }
-    if (at === null) return;
+    if (at === null) {
+      // Nothing at that position any more (deleted, or another session's
+      // message since purged): the cursor holds only if the stream's next
+      // event after it is the one after its seq, chained to that position.
+      // Otherwise the first event read would break the chain, and the
+      // client's cursor, not the log, would be blamed as data loss.
+      let next: LogEvent | undefined;
+      try {
+        next = (await readPage(this.#ctx, sessionId, stream, epoch, { afterSeq: from.seq, limit: 1, afterPos: from.pos }))[0];
+      } catch (err) {
+        if (err instanceof SessionLogError && err.code === SessionLogErrorCode.streamDiverged) throw bad('no event of this stream is at that position');
+        throw err;
+      }
+      if (next !== undefined && (next.seq !== from.seq + 1 || next.prev !== from.pos)) throw bad('no event of this stream is at that position');
+      return;
+    }
     const decoded = at.subject === this.#ctx.subjects.log(sessionId, stream) ? decodeLogEvent(sessionId, stream, at.seq, at.header, at.data) : undefined;
     if (decoded === undefined || !decoded.ok || decoded.event.seq !== from.seq || decoded.event.epoch !== epoch) throw bad('the log holds a different event at that position');
   }
