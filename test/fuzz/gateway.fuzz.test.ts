@@ -125,7 +125,11 @@ function sessionIdOf(ref: SessionRef): string | undefined {
       return slots[ref.slot]!.sessionId;
     case 'seeded-flip': {
       const id = slots[ref.slot]!.sessionId;
-      return `${id.slice(0, ref.index)}${ref.char}${id.slice(ref.index + 1)}`;
+      // One character off, never the same id: a "flip" to the character
+      // already there named the seeded session itself, and its own events
+      // were then judged another session's (seen at 12,283 cases).
+      const char = ref.char === id[ref.index] ? (ref.char === 'A' ? 'B' : 'A') : ref.char;
+      return `${id.slice(0, ref.index)}${char}${id.slice(ref.index + 1)}`;
     }
     case 'free':
       return ref.value;
