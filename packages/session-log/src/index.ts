@@ -24,7 +24,7 @@ export type { LogPaths, ServerFeatures, ServerReport } from './server-features.j
 export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { AuditKind, decodeAuditEvent, encodeAuditEvent } from './audit.js';
 export type { AuditEvent, AuditRecord } from './audit.js';
-export { SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
+export { JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
 export type { SessionLogErrorFields } from './errors.js';
 export {
   AdminRequestType,

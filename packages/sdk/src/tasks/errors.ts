@@ -1,3 +1,5 @@
+import { JsErrCode, jsErrorCode } from '@tether/session-log';
+
 /**
  * Local errors of the durable task store. Callers match on `code`. The SDK
  * turns a thrown error into a JSON-RPC error for the client (its own
@@ -63,20 +65,6 @@ export class TaskStoreError extends Error {
 
 export function isTaskStoreError(err: unknown, code?: TaskErrorCode): err is TaskStoreError {
   return err instanceof TaskStoreError && (code === undefined || err.code === code);
-}
-
-/** JetStream API error codes we react to (nats-server `errors.json`). */
-const JsErrCode = {
-  streamNotFound: 10059,
-  /** `wrong last sequence`: the expected-last-subject-sequence check lost. */
-  streamWrongLastSequence: 10071,
-  noMessageFound: 10037,
-} as const;
-
-function jsErrorCode(err: unknown): number | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'number' ? code : undefined;
 }
 
 /** A compare-and-set publish that lost: the subject changed since it was read. */
