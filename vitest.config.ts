@@ -13,6 +13,8 @@ export default defineConfig({
       '@tether/testing': pkg('testing'),
       '@tether/session-log': pkg('session-log'),
       '@tether/telemetry': pkg('telemetry'),
+      // Before its package: an alias also matches `<name>/…`, so the subpath must win first.
+      '@tether/cursor-proto/operator': new URL('./packages/cursor-proto/src/operator.ts', import.meta.url).pathname,
       '@tether/cursor-proto': pkg('cursor-proto'),
       '@tether/resume-guard': pkg('resume-guard'),
       '@tether/probe': pkg('probe'),

@@ -24,7 +24,7 @@ const TEMPLATE = join(ROOT, 'buf.gen.yaml');
 /** Where buf.gen.yaml's `out` puts the files, under `buf generate -o <dir>`. */
 const TEMPLATE_OUT = 'packages/cursor-proto/src/gen';
 /** The hand-written protos, as buf.gen.yaml's `paths`; their imports (google/rpc, google/protobuf) come along. */
-export const PROTO_FILES = ['proto/tether/cursor/v1/cursor.proto'];
+export const PROTO_FILES = ['proto/tether/cursor/v1/cursor.proto', 'proto/tether/operator/v1/operator.proto'];
 
 const HEADER = (source: string): string =>
   `// @generated from ${source} by \`npm run proto\` (buf + ts-proto). DO NOT EDIT.\n` +

@@ -42,11 +42,16 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
  * in-cluster plaintext with a token is a supported setup.
  */
 export function createCursorClient(options: CursorClientOptions): CursorServiceClient {
+  return new CursorServiceClient(...clientArguments(options));
+}
+
+/** The target, credentials and channel options of a generated client: shared by the cursor and operator clients. */
+export function clientArguments(options: CursorClientOptions): [string, ChannelCredentials, Partial<ClientOptions>] {
   const interceptors: Interceptor[] = [...((options.channelOptions?.['interceptors'] as Interceptor[] | undefined) ?? [])];
   if (options.token !== undefined) interceptors.push(bearerInterceptor(options.token));
   const channelOptions: Partial<ClientOptions> = { ...DEFAULT_CHANNEL_OPTIONS, ...options.channelOptions, interceptors };
   if (options.tls?.serverName !== undefined) channelOptions['grpc.ssl_target_name_override'] = options.tls.serverName;
-  return new CursorServiceClient(options.target, channelCredentials(options.tls), channelOptions);
+  return [options.target, channelCredentials(options.tls), channelOptions];
 }
 
 function channelCredentials(tls: CursorClientTls | undefined): ChannelCredentials {

@@ -1,26 +1,28 @@
+import { readFileSync } from 'node:fs';
 import { isSessionId } from '@tether/protocol';
-import { openInspectAccess } from './access.js';
-import { isSessionTag } from './tag.js';
-import type { InspectAccess } from './access.js';
-import { closeSessionByTag, requestDrain } from './actions.js';
-import { checkChains } from './chains.js';
-import { InspectError, InspectErrorCode, isInspectError } from './errors.js';
+import { ConfigError } from '@tether/config';
 import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
-import { listSessions } from './sessions.js';
+import { InspectError, InspectErrorCode, isInspectError } from './errors.js';
+import { openGrpcOperator } from './grpc-operator.js';
+import { grpcLog } from './inspect-config.js';
+import { openNatsOperator } from './operator.js';
+import type { Operator } from './operator.js';
 import type { SessionFilter } from './sessions.js';
-import { readTimeline } from './timeline.js';
+import { isSessionTag } from './tag.js';
 
 /** Where tether-admin writes; a test passes its own. */
 export interface AdminIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Reads `--log-token-file`; default the file system. */
+  readonly readFile?: (path: string) => string;
 }
 
 const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain'] as const;
 type Command = (typeof COMMANDS)[number];
 
-const VALUE_FLAGS = ['nats', 'namespace', 'verdict', 'state', 'route', 'limit', 'timeout'] as const;
+const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'limit', 'timeout'] as const;
 type ValueFlag = (typeof VALUE_FLAGS)[number];
 
 export function adminHelp(): string {
@@ -28,9 +30,10 @@ export function adminHelp(): string {
     'Usage: tether-admin <command> [arguments] [flags]',
     '',
     'An operator\'s command line for one Tether deployment. It talks to NATS directly, with the',
-    'credentials of the NATS URL (nats://user:pass@host or a server that trusts this host): whoever',
-    'can reach NATS with them can do what tether-admin does. Sessions are named by their tag',
-    '(s_ and 12 characters, as in the services\' log lines), never by their id.',
+    'credentials of the NATS URL (nats://user:pass@host or a server that trusts this host), or,',
+    'with --log grpc://, to a tether-session-log\'s operator API with an operator token: whoever',
+    'holds either can do what tether-admin does. Sessions are named by their tag (s_ and 12',
+    'characters, as in the services\' log lines), never by their id.',
     '',
     'Commands:',
     '  sessions                 list recent sessions: tag, route, state, age, streams, resume verdicts',
@@ -49,6 +52,8 @@ export function adminHelp(): string {
     'Flags of every command:',
     '  --nats URL               NATS server URL(s), comma separated (env TETHER_NATS_URL; default nats://127.0.0.1:4222)',
     '  --namespace NAME         the deployment\'s namespace, as its gateways\' --namespace (env TETHER_NAMESPACE)',
+    '  --log grpc://HOST:PORT   read and act through a tether-session-log\'s operator API instead of NATS',
+    '  --log-token T            its operator token (env TETHER_OPERATOR_TOKEN; or --log-token-file F)',
     '  --json                   print JSON instead of text (errors too: {"error":{"code","message"}})',
     '  --help                   this text',
     '',
@@ -132,7 +137,7 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     io.stdout(adminHelp());
     return 0;
   }
-  let access: InspectAccess | undefined;
+  let operator: Operator | undefined;
   try {
     const { command, arg, flags, json } = parsed;
     const state = flags.state;
@@ -140,33 +145,34 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     if (flags.verdict !== undefined && !/^[a-z_]{1,32}$/.test(flags.verdict)) throw bad(`invalid --verdict ${JSON.stringify(flags.verdict.slice(0, 40))}; allowed: a verdict such as resumed, truncated, epoch_mismatch, diverged, ahead, abandoned, unknown_session, malformed`);
     const limit = intFlag('limit', flags.limit, 1, 10_000);
     const timeoutMs = intFlag('timeout', flags.timeout, 1, 600_000);
-    access = await openInspectAccess({ servers: flags.nats ?? io.env['TETHER_NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace: flags.namespace ?? io.env['TETHER_NAMESPACE'] ?? '' });
+    operator = await openOperator(flags, io);
     const print = (value: unknown, text: () => string): void => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : text());
     switch (command) {
       case 'sessions': {
         const filter: SessionFilter = { ...(flags.verdict === undefined ? {} : { verdict: flags.verdict }), ...(state === undefined ? {} : { state }), ...(flags.route === undefined ? {} : { route: flags.route }), ...(limit === undefined ? {} : { limit }) };
-        const rows = await listSessions(access, filter);
+        const rows = await operator.listSessions(filter);
         print(rows, () => formatSessions(rows, Date.now()));
         return 0;
       }
       case 'show': {
-        const timeline = await readTimeline(access, arg!);
+        const timeline = await operator.readTimeline(arg!);
+        if (timeline === undefined) throw new InspectError(InspectErrorCode.sessionNotFound, `no session with tag ${arg!} in ${operator.describe} (closed sessions stay visible until the log's max_age)`);
         print(timeline, () => formatTimeline(timeline, Date.now()));
         return 0;
       }
       case 'verify': {
-        const checks = await checkChains(access, arg!);
+        const checks = await operator.checkChains(arg!);
         const ok = checks.every((c) => c.ok);
         print({ tag: arg, ok, streams: checks }, () => formatChecks(arg!, checks));
         return ok ? 0 : 1;
       }
       case 'close': {
-        const outcome = await closeSessionByTag(access, arg!);
+        const outcome = await operator.closeSession(arg!);
         print(outcome, () => `${outcome.tag}: ${outcome.closed ? 'closed on every instance' : 'was not active; its events were purged again'}\n`);
         return 0;
       }
       case 'drain': {
-        const answer = await requestDrain(access, arg!, timeoutMs);
+        const answer = await operator.drainInstance(arg!, timeoutMs);
         print(answer, () => `${answer.instance}: ${answer.ok ? answer.detail ?? 'draining' : `refused (${answer.detail ?? 'no reason'})`}\n`);
         return answer.ok ? 0 : 1;
       }
@@ -175,8 +181,23 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
   } catch (err) {
     return fail(io, parsed.json, err);
   } finally {
-    await access?.close();
+    await operator?.close();
   }
+}
+
+/** NATS by default; a session-log service's operator API with `--log grpc://` (then `--nats` and `--namespace` do not apply). */
+async function openOperator(flags: Partial<Record<ValueFlag, string>>, io: AdminIo): Promise<Operator> {
+  let log;
+  try {
+    log = grpcLog(flags.log ?? '', flags['log-token'] ?? (flags.log === undefined ? '' : (io.env['TETHER_OPERATOR_TOKEN'] ?? '')), flags['log-token-file'] ?? '', io.readFile ?? ((path) => readFileSync(path, 'utf8')));
+  } catch (err) {
+    throw err instanceof ConfigError ? bad(err.message) : err;
+  }
+  if (log !== undefined) {
+    if (flags.nats !== undefined || flags.namespace !== undefined) throw bad('--nats and --namespace do not apply with --log: the session-log service reads its own log');
+    return openGrpcOperator(log);
+  }
+  return openNatsOperator({ servers: flags.nats ?? io.env['TETHER_NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace: flags.namespace ?? io.env['TETHER_NAMESPACE'] ?? '' });
 }
 
 function fail(io: AdminIo, json: boolean, err: unknown): number {

@@ -10,6 +10,9 @@ export const InspectErrorCode = {
   unavailable: 'unavailable',
   /** No gateway instance of that name answered a drain request. */
   instanceNotFound: 'instance_not_found',
+  /** The operator API refused the token, or runs without `--operator-token` (`operator_api_off`). */
+  unauthenticated: 'unauthenticated',
+  operatorApiOff: 'operator_api_off',
 } as const;
 export type InspectErrorCode = (typeof InspectErrorCode)[keyof typeof InspectErrorCode];
 
@@ -24,4 +27,13 @@ export class InspectError extends Error {
 
 export function isInspectError(err: unknown, code?: InspectErrorCode): err is InspectError {
   return err instanceof InspectError && (code === undefined || err.code === code);
+}
+
+/**
+ * A message that may name a subject, with the session token taken out:
+ * `….log.<session>.…`, `….audit.<session>` and `….ctl.<session>` hold the
+ * raw session id, which is never logged or sent to an operator.
+ */
+export function scrub(message: string): string {
+  return message.replace(/\.(log|audit|ctl)\.[^.\s>*'"]+/g, '.$1.…');
 }

@@ -16,13 +16,15 @@ export const INSPECT_FLAGS = [
   { flag: 'token', env: 'TETHER_INSPECT_TOKEN', help: 'access token (at least 16 characters; repeat, or comma separate, to accept several)', fallback: '', repeat: true },
   { flag: 'token-file', env: 'TETHER_INSPECT_TOKEN_FILE', help: 'file with one token per line (keeps secrets out of ps)', fallback: '' },
   { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server URL(s) of the log (repeat, or comma separate)', fallback: 'nats://127.0.0.1:4222', repeat: true },
-  { flag: 'log', env: 'TETHER_INSPECT_LOG', help: 'not yet: grpc:// is refused (the read model reads NATS; give --nats)', fallback: '' },
+  { flag: 'log', env: 'TETHER_INSPECT_LOG', help: 'grpc://host:port of a tether-session-log with --operator-token: read through its operator API instead of NATS', fallback: '' },
+  { flag: 'log-token', env: 'TETHER_OPERATOR_TOKEN', help: 'operator token for --log (one of the service\'s --operator-token secrets)', fallback: '' },
+  { flag: 'log-token-file', env: 'TETHER_OPERATOR_TOKEN_FILE', help: 'file holding the operator token for --log (its first line)', fallback: '' },
   { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'the deployment to inspect (as given to the gateways; empty = default names)', fallback: '' },
   { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error, fatal, silent', fallback: 'info' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings keyed by flag name (e.g. {"port": 8090, "token": ["…"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
-const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token'] };
+const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token', 'log-token'] };
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const MIN_TOKEN_LENGTH = 16;
 const NAMESPACE = /^[a-z0-9_-]{1,32}$/;
@@ -33,8 +35,10 @@ export interface InspectConfig {
   readonly port: number;
   /** Accepted access tokens (secrets; never printed). */
   readonly tokens: readonly string[];
-  /** NATS server URL(s) of the log. */
+  /** NATS server URL(s) of the log (unused with `log`). */
   readonly nats: readonly string[];
+  /** A session-log service's operator API, `grpc://host:port`, and its operator token (a secret). */
+  readonly log: { readonly url: string; readonly token: string } | undefined;
   readonly namespace: string | undefined;
   readonly logLevel: string;
 }
@@ -91,9 +95,32 @@ export function parseInspectConfig(
   if (!/^[A-Za-z0-9._:[\]-]+$/.test(host)) throw new ConfigError(`invalid --host ${JSON.stringify(host)}; allowed: a host name or IP address`);
   const namespaceText = raw('namespace');
   const namespace = namespaceText === '' ? undefined : matching('namespace', namespaceText, NAMESPACE, 'a-z, 0-9, _ and -, up to 32 characters');
-  // The read model reads the stream, the audit events and the registry on NATS; the cursor API has no calls for them (yet).
-  if (raw('log') !== '') throw new ConfigError(`--log ${JSON.stringify(raw('log'))} is not supported yet: tether-inspect reads the log on NATS directly; give --nats (and --namespace)`);
+  const log = grpcLog(raw('log'), raw('log-token'), raw('log-token-file'), readFile);
+  if (log !== undefined && namespace !== undefined) throw new ConfigError('--namespace does not apply with --log: the session-log service reads its own namespace');
   const nats = list(raw('nats'));
   if (nats.length === 0) throw new ConfigError('invalid --nats ""; allowed: one or more NATS URLs like nats://127.0.0.1:4222');
-  return { host, port: int('port', raw('port'), 0, 65535), tokens, nats, namespace, logLevel };
+  return { host, port: int('port', raw('port'), 0, 65535), tokens, nats, log, namespace, logLevel };
+}
+
+/**
+ * `--log grpc://…` with its operator token, or undefined without `--log`.
+ * Shared with tether-admin. The token is a secret: never repeated in an error.
+ */
+export function grpcLog(url: string, token: string, tokenFile: string, readFile: (path: string) => string): { url: string; token: string } | undefined {
+  if (url === '') {
+    if (token !== '' || tokenFile !== '') throw new ConfigError('--log-token needs --log grpc://host:port (without --log the log is read on NATS)');
+    return undefined;
+  }
+  if (!/^grpcs?:\/\/[^\s/]+:[0-9]{1,5}\/?$/.test(url)) throw new ConfigError(`invalid --log ${JSON.stringify(url.slice(0, 80))}; allowed: grpc://host:port or grpcs://host:port of a tether-session-log started with --operator-token`);
+  let secret = token;
+  if (tokenFile !== '') {
+    if (token !== '') throw new ConfigError('give --log-token or --log-token-file, not both');
+    try {
+      secret = (readFile(tokenFile).split(/\r?\n/).find((l) => l.trim() !== '' && !l.trim().startsWith('#')) ?? '').trim();
+    } catch (err) {
+      throw new ConfigError(`cannot read --log-token-file ${JSON.stringify(tokenFile)}: ${(err as Error).message}`);
+    }
+  }
+  if (secret === '') throw new ConfigError('--log grpc:// needs --log-token (or --log-token-file): the operator API never answers without one');
+  return { url, token: secret };
 }

@@ -1,15 +1,16 @@
 /**
  * `tether-inspect`: the only file of the inspector with side effects. Parses
- * flags, opens the deployment's log on NATS (read-only), serves the page and
+ * flags, opens the deployment's log (on NATS, or through a session-log
+ * service's operator API with `--log grpc://`), serves the page and
  * stops cleanly on SIGTERM/SIGINT. Logs are JSON lines on stdout in pino's
  * shape (`level`, `time`, `msg`), without pino: the inspector needs four
  * lines, not a dependency.
  */
-import { openInspectAccess } from './access.js';
+import { openGrpcOperator } from './grpc-operator.js';
+import { openNatsOperator } from './operator.js';
 import { ConfigError, inspectHelpText, parseInspectConfig } from './inspect-config.js';
 import type { InspectLogger } from './inspect-server.js';
 import { startInspectServer } from './inspect-server.js';
-import { createLogReadModel } from './read-model.js';
 
 const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Number.POSITIVE_INFINITY };
 
@@ -29,15 +30,18 @@ async function main(): Promise<void> {
   }
   const config = parseInspectConfig(argv, process.env);
   const logger = jsonLogger(config.logLevel);
-  const access = await openInspectAccess({ servers: config.nats, ...(config.namespace === undefined ? {} : { namespace: config.namespace }) });
-  const server = await startInspectServer({ source: createLogReadModel(access), tokens: config.tokens, host: config.host, port: config.port, logger });
-  logger.info({ url: server.url, port: server.port, stream: access.streamName }, 'listening');
+  const operator =
+    config.log === undefined
+      ? await openNatsOperator({ servers: config.nats, ...(config.namespace === undefined ? {} : { namespace: config.namespace }) })
+      : openGrpcOperator(config.log);
+  const server = await startInspectServer({ source: operator, tokens: config.tokens, host: config.host, port: config.port, logger });
+  logger.info({ url: server.url, port: server.port, log: operator.describe }, 'listening');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping');
-    Promise.all([server.close(), access.close()]).then(
+    Promise.all([server.close(), operator.close()]).then(
       () => process.exit(0),
       (err: unknown) => {
         logger.error({ error: String(err) }, 'stop failed');

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { answerApi } from './inspect-api.js';
 import type { InspectSource } from './inspect-api.js';
 import { createInspectAuth } from './inspect-auth.js';
+import { scrub } from './errors.js';
 
 export const CONTENT_SECURITY_POLICY =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; font-src 'self'; " +
@@ -178,10 +179,6 @@ const codeOf = (err: unknown): string | undefined => {
   return typeof code === 'string' ? code : undefined;
 };
 
-/** `….log.<session>.…` and `….audit.<session>` lose the session token. */
-export function scrub(message: string): string {
-  return message.replace(/\.(log|audit)\.[^.\s>*'"]+/g, '.$1.…');
-}
 
 async function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
   const chunks: Buffer[] = [];

@@ -25,8 +25,21 @@ describe('tether-inspect flags', () => {
     expect(parse(['--token', TOKEN, '--nats', 'nats://a:1,nats://b:2', '--namespace', 'staging'])).toMatchObject({ nats: ['nats://a:1', 'nats://b:2'], namespace: 'staging' });
   });
 
-  it('refuses --log grpc:// (the read model reads NATS) with a pointer to --nats, and bad values by name', () => {
-    expect(() => parse(['--token', TOKEN, '--log', 'grpc://127.0.0.1:50051'])).toThrow(/not supported yet.*--nats/);
+  it('reads --log grpc:// with its operator token from a flag, the environment or a file, and refuses it half given', () => {
+    const OP = 'operator-token-0123456789';
+    expect(parse(['--token', TOKEN, '--log', 'grpc://127.0.0.1:50051', '--log-token', OP]).log).toEqual({ url: 'grpc://127.0.0.1:50051', token: OP });
+    expect(parse(['--token', TOKEN, '--log', 'grpcs://logs.internal:443'], { TETHER_OPERATOR_TOKEN: OP }).log).toEqual({ url: 'grpcs://logs.internal:443', token: OP });
+    expect(parse(['--token', TOKEN, '--log', 'grpc://h:1', '--log-token-file', '/op'], {}, { '/op': `# operator\n${OP}\n` }).log?.token).toBe(OP);
+    expect(parse(['--token', TOKEN]).log).toBeUndefined();
+    expect(() => parse(['--token', TOKEN, '--log', 'grpc://127.0.0.1:50051'])).toThrow(/needs --log-token/);
+    expect(() => parse(['--token', TOKEN, '--log-token', OP])).toThrow(/--log-token needs --log/);
+    expect(() => parse(['--token', TOKEN, '--log', 'http://127.0.0.1:50051', '--log-token', OP])).toThrow(/invalid --log "http:.*grpc:\/\/host:port/);
+    expect(() => parse(['--token', TOKEN, '--log', 'grpc://h:1', '--log-token', OP, '--namespace', 'staging'])).toThrow(/--namespace does not apply with --log/);
+    // The operator token is a secret: an error about it never repeats it.
+    expect(() => parse(['--token', TOKEN, '--log', 'grpc://h:1', '--log-token', OP, '--log-token-file', '/x'])).toThrow(/not both/);
+  });
+
+  it('refuses bad values by name', () => {
     expect(() => parse(['--token', TOKEN, '--namespace', 'Bad Name'])).toThrow(/namespace/);
     expect(() => parse(['--token', TOKEN, '--port', '70000'])).toThrow(/port/);
   });

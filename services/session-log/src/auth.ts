@@ -95,28 +95,48 @@ export class Authenticator {
     }
     return found;
   }
-
-  /** Refuses every call but the health service's before its handler runs. */
-  interceptor(): ServerInterceptor {
-    return (method, call) =>
-      new ServerInterceptingCall(call, {
-        start: (next) => {
-          next({
-            onReceiveMetadata: (metadata, nextMetadata) => {
-              if (PUBLIC_PREFIXES.some((p) => method.path.startsWith(p)) || this.callerOf(metadata, call.getAuthContext()) !== undefined) {
-                nextMetadata(metadata);
-                return;
-              }
-              const failure = toGrpcStatus(unauthenticated());
-              call.sendStatus({ code: status.UNAUTHENTICATED, details: failure.details, metadata: failure.metadata });
-              recordRefusedCall(method.path, metadata, status.UNAUTHENTICATED);
-            },
-          });
-        },
-      });
-  }
 }
 
-function unauthenticated(): CursorServiceError {
-  return new CursorServiceError(ServiceErrorCode.unauthenticated, 'missing or invalid credentials: send authorization: Bearer <token>, or a client certificate');
+/** The operator API's methods: authenticated by operator tokens only (operator.proto). */
+export const OPERATOR_PREFIX = '/tether.operator.v1.OperatorService/';
+
+/**
+ * Refuses every call but the health service's before its handler runs.
+ * Cursor API calls are checked against the cursor tokens (or mTLS, or
+ * anonymous when neither is configured); operator API calls against the
+ * operator tokens only, never anonymous, and with none configured they
+ * are PERMISSION_DENIED `operator_api_off`. The two sets never stand in
+ * for each other: an operator token is no cursor caller, and a cursor
+ * token (or a client certificate) is no operator.
+ */
+export function authInterceptor(cursor: Authenticator, operator: Authenticator | undefined): ServerInterceptor {
+  return (method, call) =>
+    new ServerInterceptingCall(call, {
+      start: (next) => {
+        next({
+          onReceiveMetadata: (metadata, nextMetadata) => {
+            const isOperator = method.path.startsWith(OPERATOR_PREFIX);
+            const auth = isOperator ? operator : cursor;
+            if (PUBLIC_PREFIXES.some((p) => method.path.startsWith(p)) || (auth !== undefined && auth.callerOf(metadata, call.getAuthContext()) !== undefined)) {
+              nextMetadata(metadata);
+              return;
+            }
+            const refusal =
+              auth === undefined
+                ? new CursorServiceError(ServiceErrorCode.operatorApiOff, 'the operator API is off: start tether-session-log with --operator-token (or --operator-token-file)')
+                : unauthenticated(isOperator);
+            const failure = toGrpcStatus(refusal);
+            call.sendStatus({ code: failure.code, details: failure.details, metadata: failure.metadata });
+            recordRefusedCall(method.path, metadata, failure.code);
+          },
+        });
+      },
+    });
+}
+
+function unauthenticated(operator = false): CursorServiceError {
+  return new CursorServiceError(
+    ServiceErrorCode.unauthenticated,
+    operator ? 'missing or invalid operator credentials: send authorization: Bearer <operator token> (a --operator-token of the service; cursor tokens are not accepted here)' : 'missing or invalid credentials: send authorization: Bearer <token>, or a client certificate',
+  );
 }

@@ -23,6 +23,8 @@ export const FLAGS = [
   { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server URL(s) (repeat, or comma separate)', fallback: 'nats://127.0.0.1:4222', repeat: true },
   { flag: 'token', env: 'TETHER_GRPC_TOKENS', help: 'accepted bearer token, name:secret or secret (repeat, or comma separate)', fallback: '', repeat: true },
   { flag: 'token-file', env: 'TETHER_GRPC_TOKEN_FILE', help: 'file with one token per line (keeps secrets out of ps)', fallback: '' },
+  { flag: 'operator-token', env: 'TETHER_OPERATOR_TOKENS', help: 'operator API token (tether-inspect/tether-admin --log grpc://), name:secret or secret; none = API off', fallback: '', repeat: true },
+  { flag: 'operator-token-file', env: 'TETHER_OPERATOR_TOKEN_FILE', help: 'file with one operator token per line', fallback: '' },
   { flag: 'tls-cert', env: 'TETHER_GRPC_TLS_CERT', help: 'PEM certificate chain file: serve TLS', fallback: '' },
   { flag: 'tls-key', env: 'TETHER_GRPC_TLS_KEY', help: 'PEM private key file of --tls-cert', fallback: '' },
   { flag: 'tls-client-ca', env: 'TETHER_GRPC_TLS_CLIENT_CA', help: 'PEM CA file: require client certificates it signed (mTLS)', fallback: '' },
@@ -45,7 +47,7 @@ export const FLAGS = [
 
 
 /** A token's value is a secret: config-file errors say what is wrong with it without printing it. */
-const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token'] };
+const FLAG_OPTIONS: FlagOptions = { secretFlags: ['token', 'operator-token'] };
 
 /**
  * The table as parsed: the two log names without defaults, so that a name
@@ -63,10 +65,14 @@ const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
 
 /** What `main` needs: the service options (without logger and metrics), the log level, and where files were read from. */
 export interface ServiceConfig {
-  readonly options: Omit<SessionLogServiceOptions, 'logger' | 'metrics' | 'nats' | 'tokens'> & { readonly nats: readonly string[]; readonly tokens: readonly string[] };
+  readonly options: Omit<SessionLogServiceOptions, 'logger' | 'metrics' | 'nats' | 'tokens' | 'operatorTokens'> & {
+    readonly nats: readonly string[];
+    readonly tokens: readonly string[];
+    readonly operatorTokens: readonly string[];
+  };
   readonly logLevel: string;
   /** Paths the secrets and certificates were read from (shown by `--print-config` instead of their contents). */
-  readonly files: { readonly config?: string; readonly tokenFile?: string; readonly tlsCert?: string; readonly tlsKey?: string; readonly tlsClientCa?: string };
+  readonly files: { readonly config?: string; readonly tokenFile?: string; readonly operatorTokenFile?: string; readonly tlsCert?: string; readonly tlsKey?: string; readonly tlsClientCa?: string };
 }
 
 export function helpText(): string {
@@ -121,6 +127,19 @@ export function parseConfig(
     checkTokens(`--token-file ${JSON.stringify(tokenFile)}`, fromTokenFile);
     tokens.push(...fromTokenFile);
   }
+  const operatorTokens = list(raw('operator-token'));
+  checkTokens('--operator-token', operatorTokens);
+  const operatorTokenFile = raw('operator-token-file');
+  if (operatorTokenFile !== '') {
+    const fromFile = read('operator-token-file', operatorTokenFile).split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+    checkTokens(`--operator-token-file ${JSON.stringify(operatorTokenFile)}`, fromFile);
+    operatorTokens.push(...fromFile);
+  }
+  // One secret in both sets would make a cursor caller an operator (or the reverse) by accident.
+  const cursorDigests = new Set(parseTokens(tokens).map((t) => t.digest.toString('hex')));
+  if (parseTokens(operatorTokens).some((t) => cursorDigests.has(t.digest.toString('hex')))) {
+    throw new ConfigError('an --operator-token has the same secret as a --token: operator and cursor tokens must differ');
+  }
   const cert = raw('tls-cert');
   const key = raw('tls-key');
   const clientCa = raw('tls-client-ca');
@@ -154,6 +173,7 @@ export function parseConfig(
   const files = {
     ...(configPath === '' ? {} : { config: configPath }),
     ...(tokenFile === '' ? {} : { tokenFile }),
+    ...(operatorTokenFile === '' ? {} : { operatorTokenFile }),
     ...(cert === '' ? {} : { tlsCert: cert, tlsKey: key }),
     ...(clientCa === '' ? {} : { tlsClientCa: clientCa }),
   };
@@ -165,6 +185,7 @@ export function parseConfig(
       port: int('port', raw('port'), 0, 65535),
       nats,
       tokens,
+      operatorTokens,
       ...(tls === undefined ? {} : { tls }),
       maxPayloadBytes,
       maxBatchEntries: int('max-batch-entries', raw('max-batch-entries'), 1, 100_000),
@@ -184,13 +205,15 @@ export function parseConfig(
  * paths it was read from, never its contents.
  */
 export function printableConfig(config: ServiceConfig): string {
-  const { tls, tokens, nats, ...rest } = config.options;
+  const { tls, tokens, operatorTokens, nats, ...rest } = config.options;
   const { files } = config;
   const printable = {
     ...rest,
     nats: nats.map(maskUrl),
     tokens: parseTokens(tokens).map((t) => `${t.name}:***`),
     tokenFile: files.tokenFile,
+    operatorTokens: parseTokens(operatorTokens).map((t) => `${t.name}:***`),
+    operatorTokenFile: files.operatorTokenFile,
     tls: tls === undefined ? undefined : { cert: files.tlsCert, key: files.tlsKey, clientCa: files.tlsClientCa },
     logLevel: config.logLevel,
     configFile: files.config,

@@ -21,6 +21,8 @@ export const ServiceErrorCode = {
   payloadTooLarge: 'payload_too_large',
   /** A bug, or a log the service cannot use; the log line has the cause. */
   internal: 'internal',
+  /** An operator API call to a service started without `--operator-token`. */
+  operatorApiOff: 'operator_api_off',
 } as const;
 export type ServiceErrorCode = (typeof ServiceErrorCode)[keyof typeof ServiceErrorCode];
 
@@ -58,6 +60,7 @@ export const GRPC_STATUS_OF_CODE: Readonly<Record<string, status>> = {
   stream_diverged: status.DATA_LOSS,
   log_unavailable: status.UNAVAILABLE,
   unauthenticated: status.UNAUTHENTICATED,
+  operator_api_off: status.PERMISSION_DENIED,
   invalid_config: status.INTERNAL,
   incompatible_log: status.INTERNAL,
   internal: status.INTERNAL,

@@ -2,6 +2,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { loadFileDescriptorSetFromBuffer, loadSync } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { CursorServiceService, descriptorSetBase64 } from '@tether/cursor-proto';
+import { OperatorServiceService } from '@tether/cursor-proto/operator';
 import { withSafeDecoding } from './decode.js';
 import { SessionLog } from '@tether/session-log';
 import type { SessionLogOptions } from '@tether/session-log';
@@ -9,8 +10,9 @@ import { createRootLogger, createTetherMetrics } from '@tether/telemetry';
 import type { TetherMetrics } from '@tether/telemetry';
 import { HealthImplementation, protoPath as healthProtoPath } from 'grpc-health-check';
 import type { Logger } from 'pino';
-import { Authenticator, parseTokens } from './auth.js';
+import { Authenticator, authInterceptor, parseTokens } from './auth.js';
 import { createHandlers } from './handlers.js';
+import { createOperatorHandlers, serviceOperator } from './operator.js';
 import { CURSOR_SERVICE } from './tracing.js';
 
 /** TLS of the server: PEM text or bytes. With `clientCa`, clients must present a certificate it signed (mTLS). */
@@ -29,6 +31,12 @@ export interface SessionLogServiceOptions {
   readonly nats?: string | readonly string[];
   /** Bearer tokens, `name:secret` or bare secrets (see `parseTokens`). Default none: every caller is `anonymous` unless mTLS is on. */
   readonly tokens?: readonly string[];
+  /**
+   * Operator tokens (`name:secret` or bare secrets), the only credentials the
+   * operator API (operator.proto: what tether-inspect and tether-admin call
+   * with `--log grpc://`) accepts. Default none: the operator API is off.
+   */
+  readonly operatorTokens?: readonly string[];
   /** TLS, optionally mTLS. Default plaintext. */
   readonly tls?: ServiceTls;
   /** Layout of the log on JetStream (stream, buckets, retention…); library defaults. */
@@ -75,8 +83,14 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
   const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024 - 4096;
   const log = await SessionLog.create({ ...options.log, maxPayloadBytes, maxSessionsPerPrincipal: options.maxSessionsPerPrincipal ?? 0, servers: typeof options.nats === 'string' ? options.nats : [...(options.nats ?? ['nats://127.0.0.1:4222'])] });
   const auth = new Authenticator(parseTokens(options.tokens ?? []), options.tls?.clientCa !== undefined);
+  const operator = await serviceOperator(log).catch(async (err: unknown) => {
+    await log.close();
+    throw err;
+  });
+  const operatorTokens = parseTokens(options.operatorTokens ?? []);
+  const operatorAuth = operatorTokens.length === 0 ? undefined : new Authenticator(operatorTokens, false);
   const server = new Server({
-    interceptors: [auth.interceptor()],
+    interceptors: [authInterceptor(auth, operatorAuth)],
     'grpc.max_receive_message_length': options.maxMessageBytes ?? 16 * 1024 * 1024,
   });
   const { implementation, limiter } = createHandlers(log, auth, logger.child({ component: 'cursor' }), {
@@ -87,6 +101,8 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     metrics: options.metrics ?? createTetherMetrics(),
   });
   server.addService(withSafeDecoding(CursorServiceService), implementation);
+  // Always served, so a call without operator tokens configured is told `operator_api_off`, not UNIMPLEMENTED.
+  server.addService(withSafeDecoding(OperatorServiceService), createOperatorHandlers(operator, logger.child({ component: 'operator' })));
 
   const health = new HealthImplementation({ '': 'SERVING', [CURSOR_SERVICE]: 'SERVING' });
   health.addToServer(server);
@@ -111,7 +127,7 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     throw err;
   }
   const { version: natsServer, paths } = log.server;
-  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, natsServer, paths }, 'listening');
+  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, operatorTokens: operatorTokens.length, natsServer, paths }, 'listening');
 
   let closing: Promise<void> | undefined;
   return {

@@ -26,6 +26,8 @@ describe('status mapping (the table in cursor.proto)', () => {
       too_many_sessions: status.RESOURCE_EXHAUSTED,
       skipped: status.ABORTED,
       internal: status.INTERNAL,
+      // The operator API's (operator.proto): answered by the interceptor when no --operator-token is set.
+      operator_api_off: status.PERMISSION_DENIED,
     };
     const codes = [...Object.values(SessionLogErrorCode), ...Object.values(ServiceErrorCode).filter((c) => c !== 'resume_refused')];
     for (const code of codes) {

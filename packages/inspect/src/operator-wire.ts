@@ -1,0 +1,107 @@
+/**
+ * The read model's shapes (model.ts) to and from the operator API's
+ * messages (proto/tether/operator/v1/operator.proto). One file for both
+ * directions, so a field added to one side is seen missing on the other.
+ * Proto3 has no "absent" for plain scalars: optional fields carry it, and an
+ * absent optional becomes `undefined` again on the way back.
+ */
+import type * as wire from '@tether/cursor-proto/operator';
+import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from './model.js';
+
+export function summaryToWire(s: SessionSummary): wire.SessionSummary {
+  return {
+    tag: s.tag,
+    route: s.route,
+    state: s.state,
+    createdAtMs: s.createdAtMs,
+    touchedAtMs: s.touchedAtMs,
+    streams: s.streams,
+    verdicts: { ...s.verdicts },
+  };
+}
+
+export function summaryFromWire(s: wire.SessionSummary): SessionSummary {
+  return {
+    tag: s.tag,
+    route: s.route,
+    state: s.state,
+    createdAtMs: s.createdAtMs,
+    touchedAtMs: s.touchedAtMs,
+    streams: s.streams,
+    verdicts: { ...s.verdicts },
+  };
+}
+
+export function timelineToWire(t: SessionTimeline): wire.SessionTimeline {
+  return {
+    session: summaryToWire(t.session),
+    lanes: t.lanes.map((lane) => ({
+      stream: lane.stream,
+      events: lane.events.map((e) => ({ seq: e.seq, pos: e.pos, kind: e.kind, bytes: e.bytes, atMs: e.atMs, writer: e.writer, endReason: e.endReason })),
+      writers: lane.writers.map((w) => ({ ...w })),
+      ended: lane.ended,
+    })),
+    connections: t.connections.map((c) => ({
+      atMs: c.atMs,
+      instance: c.instance,
+      kind: c.kind,
+      stream: c.stream,
+      cursor: c.cursor === undefined ? undefined : { ...c.cursor },
+      verdict: c.verdict,
+      events: c.events,
+      status: c.status,
+      endedAtMs: c.endedAtMs,
+      reason: c.reason,
+      writer: c.writer,
+      from: c.from,
+    })),
+    endedAtMs: t.endedAtMs,
+  };
+}
+
+export function timelineFromWire(t: wire.SessionTimeline): SessionTimeline {
+  if (t.session === undefined) throw new TypeError('ShowSession answered a timeline without its session');
+  return {
+    session: summaryFromWire(t.session),
+    lanes: t.lanes.map(laneFromWire),
+    connections: t.connections.map(connectionFromWire),
+    endedAtMs: t.endedAtMs,
+  };
+}
+
+export function checkToWire(c: ChainCheck): wire.ChainCheck {
+  return { stream: c.stream, ok: c.ok, events: c.events, problems: c.problems.map((p) => ({ ...p })) };
+}
+
+export function checkFromWire(c: wire.ChainCheck): ChainCheck {
+  return { stream: c.stream, ok: c.ok, events: c.events, problems: c.problems.map((p) => ({ kind: p.kind, seq: p.seq, pos: p.pos, detail: p.detail })) };
+}
+
+function laneFromWire(lane: wire.StreamLane): StreamLane {
+  return {
+    stream: lane.stream,
+    events: lane.events.map(
+      (e): EventMark => ({ seq: e.seq, pos: e.pos, kind: e.kind, bytes: e.bytes, atMs: e.atMs, writer: e.writer, ...(e.endReason === undefined ? {} : { endReason: e.endReason }) }),
+    ),
+    writers: lane.writers.map((w) => ({ writer: w.writer, fromSeq: w.fromSeq, toSeq: w.toSeq, takeover: w.takeover })),
+    ended: lane.ended,
+  };
+}
+
+/** The model leaves out what a connection does not have: absent optionals stay absent, not `undefined` keys. */
+function connectionFromWire(c: wire.Connection): Connection {
+  return {
+    atMs: c.atMs,
+    instance: c.instance,
+    kind: c.kind,
+    stream: c.stream,
+    cursor: c.cursor === undefined ? undefined : { stream: c.cursor.stream, seq: c.cursor.seq, pos: c.cursor.pos },
+    verdict: c.verdict,
+    events: c.events,
+    status: c.status,
+    ...(c.endedAtMs === undefined ? {} : { endedAtMs: c.endedAtMs }),
+    ...(c.reason === undefined ? {} : { reason: c.reason }),
+    ...(c.writer === undefined ? {} : { writer: c.writer }),
+    ...(c.from === undefined ? {} : { from: c.from }),
+  };
+}
