@@ -70,6 +70,9 @@ async function makeSessions(): Promise<void> {
   expect(refused.status).toBe(404);
   expect(refused.headers.get('tether-resume')).toBe('epoch_mismatch');
   await refused.json().catch(() => undefined);
+  // Gateway-1 recorded B's refusal and close with core publishes; it is SIGKILLed below, and what its
+  // connection had not flushed by then would be lost with it (seen once under load): wait until they are stored.
+  await waitForTimeline(sessionTag(ids.b), (t) => t.connections.some((c) => c.verdict === 'epoch_mismatch') && t.endedAtMs !== undefined);
   // A GET on gateway-2 supersedes gateway-1's delivery of stream 0 and reads what gateway-1 records; then
   // gateway-1 dies, and gateway-2 takes stream 0 over for that reader: a new writer, primed on the stream.
   const reader = await request(gw2.url, { method: 'GET', sessionId: ids.a });
@@ -98,7 +101,6 @@ async function waitForTimeline(tag: string, ready: (t: SessionTimeline) => boole
 describe.skipIf(chromiumMissing !== undefined)(`tether-inspect on a real stack, in Chromium${chromiumMissing === undefined ? '' : ` (SKIPPED: ${chromiumMissing})`}`, () => {
   beforeAll(async () => {
     stack = await startStack({ gateways: 2, log: 'nats' });
-    await makeSessions();
     inspect = await startServiceProcess({
       name: 'tether-inspect',
       command: process.execPath,
@@ -106,8 +108,9 @@ describe.skipIf(chromiumMissing !== undefined)(`tether-inspect on a real stack, 
       readyLine: (json) => json.msg === 'listening',
     });
     url = `http://127.0.0.1:${inspect.port}`;
+    await makeSessions();
     browser = await openBrowser();
-  }, 120_000);
+  }, 180_000);
   afterAll(async () => {
     await browser?.close();
     await inspect?.stop('SIGTERM' as NodeJS.Signals, 5_000).catch(() => undefined);
