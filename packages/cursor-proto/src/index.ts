@@ -47,6 +47,8 @@ export {
   PublishControlResponse,
   ReadRequest,
   ReadResponse,
+  RecordAuditBatchRequest,
+  RecordAuditBatchResponse,
   RecordAuditRequest,
   RecordAuditResponse,
   ReleaseLeaseRequest,

@@ -134,6 +134,37 @@ describe('RecordAudit', () => {
   });
 });
 
+const recordBatch = (client: CursorServiceClient, events: RecordAuditRequest[]) => callUnary(client.recordAuditBatch.bind(client), { events });
+
+describe('RecordAuditBatch', () => {
+  it('stores every event of one call, across the caller\'s sessions, in order', async () => {
+    const a = (await alice.open('u', {})).session!.sessionId;
+    const b = (await alice.open('u', {})).session!.sessionId;
+    const answer = await recordBatch(aliceClient, [request(a, { kind: 'post', status: 200 }), request(b, { kind: 'get', stream: '0' }), request(a, { kind: 'delivered', events: 3, reason: 'ended' })]);
+    expect(answer).toEqual({ recorded: 3 });
+    expect((await auditOf(a, 3)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['post', 'delivered']);
+    expect((await auditOf(b, 2)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['get']);
+    expect(await recordBatch(aliceClient, [])).toEqual({ recorded: 0 });
+  });
+
+  it('is all or nothing: one bad entry (named by index and field) or one session not the caller\'s stores none', async () => {
+    const a = (await alice.open('u', {})).session!.sessionId;
+    const bobs = (await bob.open('u', {})).session!.sessionId;
+    const bad = await failure(recordBatch(aliceClient, [request(a), request(a, { kind: 'teleport' })]));
+    expect({ code: bad.code, detail: bad.detail?.code }).toEqual({ code: status.INVALID_ARGUMENT, detail: 'invalid_argument' });
+    expect(bad.message).toMatch(/^events\[1\]: kind must be one of/);
+    const badId = await failure(recordBatch(aliceClient, [request('not-a-session')]));
+    expect(badId.message).toMatch(/^events\[0\]: .*session/);
+    const foreign = await failure(recordBatch(aliceClient, [request(a), request(bobs)]));
+    expect({ code: foreign.code, detail: foreign.detail?.code }).toEqual({ code: status.NOT_FOUND, detail: 'session_not_found' });
+    const tooMany = await failure(recordBatch(aliceClient, Array.from({ length: 1001 }, () => request(a))));
+    expect(tooMany.message).toMatch(/at most 1000 events, got 1001/);
+    expect((await auditOf(a, 2)).filter((e) => e.instance === 'gw-test')).toEqual([]);
+    // Still serving.
+    expect(await recordBatch(aliceClient, [request(a)])).toEqual({ recorded: 1 });
+  });
+});
+
 describe('the service\'s own audit events', () => {
   it('records OpenSession, Resume (verdict and cursor) and CloseSession with its --instance-id', async () => {
     const { session } = await alice.open('u', {});

@@ -8,6 +8,7 @@ import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { Cursor, LogEvent, Refusal, SessionLogErrorFields, SessionRecord, WriterState, WritesStream } from '@tether/session-log';
 import { traceparentOf } from '@tether/telemetry';
+import { AuditBatcher } from './audit-batcher.js';
 import type { LogPort } from './log-port.js';
 
 export interface GrpcLogOptions {
@@ -69,6 +70,21 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     const { event } = await call(client.head, { sessionId, stream });
     return event === undefined ? undefined : toLogEvent(sessionId, event);
   };
+  // Audit events go out a few milliseconds' worth at a time (audit-batcher.ts); a service
+  // without RecordAuditBatch (older than it) gets them one call each, as before.
+  let batchAudit = true;
+  const audits = new AuditBatcher(async (events) => {
+    if (batchAudit) {
+      try {
+        await callUnary(client.recordAuditBatch.bind(client), { events }, { deadlineMs });
+        return;
+      } catch (err) {
+        if (readCallFailure(err).code !== status.UNIMPLEMENTED) return;
+        batchAudit = false;
+      }
+    }
+    await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
+  });
   const lastSeq = new Map<string, number>();
   const queues = new Map<string, Promise<unknown>>();
   /** Events after `from`; after a lost connection it follows again from the last event delivered (the service checks the chain). */
@@ -210,7 +226,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       };
       // Fire and forget, like the in-process core publish: nothing in the
       // request path waits for it, and a lost or refused event is dropped.
-      callUnary(client.recordAudit.bind(client), request, { deadlineMs }).catch(() => undefined);
+      audits.add(request);
     },
     // The cursor API has no admin channel: a gateway in this mode cannot be
     // drained by tether-admin (docs/design.md, "Audit events").
@@ -240,7 +256,10 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
         );
       }),
     server: () => undefined,
-    close: async () => client.close(),
+    close: async () => {
+      await audits.flush();
+      client.close();
+    },
   };
   return port;
 }

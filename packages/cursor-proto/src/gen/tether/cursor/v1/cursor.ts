@@ -839,6 +839,17 @@ export interface RecordAuditRequest {
 export interface RecordAuditResponse {
 }
 
+/** RecordAuditBatch input: the events, each as a RecordAudit request. */
+export interface RecordAuditBatchRequest {
+  events: RecordAuditRequest[];
+}
+
+/** RecordAuditBatch output. */
+export interface RecordAuditBatchResponse {
+  /** How many events were accepted (all of them: the call is all or nothing). */
+  recorded: number;
+}
+
 function createBaseSession(): Session {
   return { sessionId: "", epoch: "", state: 0, createdAtMs: 0, touchedAtMs: 0, meta: {} };
 }
@@ -4848,6 +4859,116 @@ export const RecordAuditResponse: MessageFns<RecordAuditResponse> = {
   },
 };
 
+function createBaseRecordAuditBatchRequest(): RecordAuditBatchRequest {
+  return { events: [] };
+}
+
+export const RecordAuditBatchRequest: MessageFns<RecordAuditBatchRequest> = {
+  encode(message: RecordAuditBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.events) {
+      RecordAuditRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordAuditBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordAuditBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.events.push(RecordAuditRequest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordAuditBatchRequest>, I>>(base?: I): RecordAuditBatchRequest {
+    return RecordAuditBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordAuditBatchRequest>, I>>(object: I): RecordAuditBatchRequest {
+    const message = createBaseRecordAuditBatchRequest();
+    message.events = object.events?.map((e) => RecordAuditRequest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRecordAuditBatchResponse(): RecordAuditBatchResponse {
+  return { recorded: 0 };
+}
+
+export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
+  encode(message: RecordAuditBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.recorded !== 0) {
+      writer.uint32(8).uint32(message.recorded);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordAuditBatchResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordAuditBatchResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.recorded = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordAuditBatchResponse>, I>>(base?: I): RecordAuditBatchResponse {
+    return RecordAuditBatchResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordAuditBatchResponse>, I>>(object: I): RecordAuditBatchResponse {
+    const message = createBaseRecordAuditBatchResponse();
+    message.recorded = object.recorded ?? 0;
+    return message;
+  },
+};
+
 /**
  * The session log. Every RPC is safe to call from any number of service
  * instances at once: they share one log on NATS JetStream.
@@ -5124,6 +5245,27 @@ export const CursorServiceService = {
     responseSerialize: (value: RecordAuditResponse): Buffer => Buffer.from(RecordAuditResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RecordAuditResponse => RecordAuditResponse.decode(value),
   },
+  /**
+   * Records several audit events, of one or more of the caller's sessions,
+   * in one call: what a gateway in `--log grpc://` mode sends, a few
+   * milliseconds' worth at a time, because one unary call per event cost
+   * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
+   * bench:audit). All or nothing: every entry is checked as RecordAudit
+   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
+   * the field) or one session that is not the caller's (NOT_FOUND) records
+   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   */
+  recordAuditBatch: {
+    path: "/tether.cursor.v1.CursorService/RecordAuditBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordAuditBatchRequest): Buffer =>
+      Buffer.from(RecordAuditBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordAuditBatchRequest => RecordAuditBatchRequest.decode(value),
+    responseSerialize: (value: RecordAuditBatchResponse): Buffer =>
+      Buffer.from(RecordAuditBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordAuditBatchResponse => RecordAuditBatchResponse.decode(value),
+  },
 } as const;
 
 export interface CursorServiceServer extends UntypedServiceImplementation {
@@ -5235,6 +5377,17 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * not wait for the answer either.
    */
   recordAudit: handleUnaryCall<RecordAuditRequest, RecordAuditResponse>;
+  /**
+   * Records several audit events, of one or more of the caller's sessions,
+   * in one call: what a gateway in `--log grpc://` mode sends, a few
+   * milliseconds' worth at a time, because one unary call per event cost
+   * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
+   * bench:audit). All or nothing: every entry is checked as RecordAudit
+   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
+   * the field) or one session that is not the caller's (NOT_FOUND) records
+   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   */
+  recordAuditBatch: handleUnaryCall<RecordAuditBatchRequest, RecordAuditBatchResponse>;
 }
 
 export interface CursorServiceClient extends Client {
@@ -5572,6 +5725,31 @@ export interface CursorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RecordAuditResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Records several audit events, of one or more of the caller's sessions,
+   * in one call: what a gateway in `--log grpc://` mode sends, a few
+   * milliseconds' worth at a time, because one unary call per event cost
+   * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
+   * bench:audit). All or nothing: every entry is checked as RecordAudit
+   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
+   * the field) or one session that is not the caller's (NOT_FOUND) records
+   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   */
+  recordAuditBatch(
+    request: RecordAuditBatchRequest,
+    callback: (error: ServiceError | null, response: RecordAuditBatchResponse) => void,
+  ): ClientUnaryCall;
+  recordAuditBatch(
+    request: RecordAuditBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordAuditBatchResponse) => void,
+  ): ClientUnaryCall;
+  recordAuditBatch(
+    request: RecordAuditBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordAuditBatchResponse) => void,
   ): ClientUnaryCall;
 }
 
