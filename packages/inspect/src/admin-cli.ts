@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isSessionId } from '@tether/protocol';
 import { ConfigError } from '@tether/config';
 import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
-import { InspectError, InspectErrorCode, isInspectError } from './errors.js';
+import { InspectError, InspectErrorCode, isInspectError, scrub } from './errors.js';
 import { openGrpcOperator } from './grpc-operator.js';
 import { grpcLog } from './inspect-config.js';
 import { openNatsOperator } from './operator.js';
@@ -202,7 +202,8 @@ async function openOperator(flags: Partial<Record<ValueFlag, string>>, io: Admin
 
 function fail(io: AdminIo, json: boolean, err: unknown): number {
   const code = isInspectError(err) ? err.code : 'internal';
-  const message = err instanceof Error ? err.message : String(err);
+  // A read error can name a subject, and a subject holds the raw session id.
+  const message = scrub(err instanceof Error ? err.message : String(err));
   io.stderr(`tether-admin: ${message}\n`);
   if (json) io.stdout(`${JSON.stringify({ error: { code, message } })}\n`);
   return isInspectError(err, InspectErrorCode.invalidArgument) ? 2 : 1;
