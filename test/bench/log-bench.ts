@@ -17,6 +17,13 @@
  * - BENCH_LOG_ROUNDS (throughput rounds, default 3);
  * - BENCH_LOG_SERVERS (default `current,floor`; `current` or `floor` alone);
  * - BENCH_LOG_SYNC_ALWAYS=yes|no (default yes);
+ * - BENCH_LOG_PEERS=yes|no (default yes): the peer stores of DESIGN §12
+ *   (peers/log-peers.ts): server-everything's store and a Redis store in two
+ *   layouts (Redis Streams; ContextForge's sorted set and hash) on private
+ *   redis-servers, resumed at the first server's levels on the same events
+ *   and cursors (the 1M rule applies to each Redis peer's own fill rate),
+ *   their appends without persistence and with `appendfsync always`, and
+ *   every store's answer to a cursor it no longer holds;
  * - for short runs while developing: BENCH_LOG_LEVELS (default
  *   `10000,100000,1000000`), BENCH_LOG_SAMPLES (timed resumes per level,
  *   default 200), BENCH_LOG_TPUT_SCALE (times the 5,000 / 20,000 events per
@@ -33,6 +40,8 @@ import { fileURLToPath } from 'node:url';
 import { writeLogCharts } from './charts.js';
 import { FLOOR_TODAY } from './floor-today.js';
 import { measureServer, measureSyncAlways } from './log-server.js';
+import { LogPeers } from './peers/log-peers.js';
+import type { PeerRun } from './peers/log-peers.js';
 import type { RunKnobs, ServerRole, ServerRun, SyncAlwaysRun } from './log-server.js';
 import { renderReport, serverLabel } from './log-report.js';
 import { currentTargets, floorComparison } from './log-targets.js';
@@ -56,6 +65,8 @@ const roles = env('BENCH_LOG_SERVERS', 'current,floor').split(',').map((role): S
   return role;
 });
 const syncAlwaysWanted = env('BENCH_LOG_SYNC_ALWAYS', 'yes') === 'yes';
+const peersWanted = env('BENCH_LOG_PEERS', 'yes');
+if (peersWanted !== 'yes' && peersWanted !== 'no') throw new Error(`BENCH_LOG_PEERS must be yes or no, not ${peersWanted}`);
 const outDir = process.env['BENCH_LOG_OUT'];
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -79,15 +90,32 @@ async function main(): Promise<void> {
   };
   progress(`servers: ${bins.map((b) => `${b.role} ${b.bin}`).join(', ')}; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion})`);
 
+  setProgressTag('peers');
+  const peers = peersWanted === 'yes' ? await LogPeers.start(knobs) : undefined;
   const runs: ServerRun[] = [];
-  for (const { role, bin } of bins) {
-    setProgressTag(role);
-    runs.push(await measureServer(role, bin, knobs));
-  }
   let syncAlways: SyncAlwaysRun | undefined;
-  if (syncAlwaysWanted && current !== undefined) {
-    setProgressTag('sync-always');
-    syncAlways = await measureSyncAlways(current.bin, knobs);
+  try {
+    for (const [i, { role, bin }] of bins.entries()) {
+      setProgressTag(role);
+      // The peers do not depend on the server: they are resumed at the first server's levels only.
+      const run = await measureServer(role, bin, knobs, i === 0 ? peers : undefined);
+      if (i === 0 && run.skipped !== undefined) peers?.noteSkipped(knobs.levels.filter((e) => !run.levels.some((l) => l.events === e)), run.skipped);
+      // Their levels are done: their redis-servers (and any AOF rewrite) must not run beside the next server's figures.
+      if (i === 0) await peers?.close();
+      runs.push(run);
+    }
+    if (syncAlwaysWanted && current !== undefined) {
+      setProgressTag('sync-always');
+      syncAlways = await measureSyncAlways(current.bin, knobs);
+    }
+  } catch (err) {
+    await peers?.close().catch(() => undefined);
+    throw err;
+  }
+  let peerRun: PeerRun | undefined;
+  if (peers !== undefined) {
+    setProgressTag('peers');
+    peerRun = await peers.finish(current?.bin ?? bins[0]?.bin);
   }
   setProgressTag('');
 
@@ -101,7 +129,7 @@ async function main(): Promise<void> {
     `payload: ${PAYLOAD_BYTES}-byte JSON-RPC notifications/progress; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion}), ${knobs.samples} resumes per level, ${knobs.rounds} throughput rounds`,
     `load average (1/5/15 min) at start ${machine.loadAvgAtStart.join(' / ')}, at end ${loadAvgAtEnd.join(' / ')}, on ${machine.cpus} cores (other work on the box skews every figure)`,
   ].join('\n');
-  process.stdout.write(`${renderReport({ header, runs, syncAlways, today: FLOOR_TODAY, runtimeS })}\n`);
+  process.stdout.write(`${renderReport({ header, runs, syncAlways, today: FLOOR_TODAY, peers: peerRun, runtimeS })}\n`);
 
   const currentRun = runs.find((r) => r.role === 'current');
   const floorRun = runs.find((r) => r.role === 'floor');
@@ -115,6 +143,7 @@ async function main(): Promise<void> {
     targets: currentRun ? currentTargets(currentRun) : undefined,
     floorToday: { ...FLOOR_TODAY, resume: Object.fromEntries(FLOOR_TODAY.resume) },
     floorVsToday: floorRun ? floorComparison(floorRun, FLOOR_TODAY) : undefined,
+    peers: peerRun,
     runtimeS,
   };
   const jsonFile = join(outDir ?? 'bench-results', 'log-bench.json');

@@ -7,6 +7,8 @@
 import type { FloorToday } from './floor-today.js';
 import type { Level, ServerRun, SyncAlwaysRun } from './log-server.js';
 import * as t from './log-targets.js';
+import type { PeerRun } from './peers/log-peers.js';
+import { renderPeers } from './peers/log-report.js';
 import { int, ms, ratio, table } from './stats.js';
 import type { Summary } from './stats.js';
 import type { Target } from './throughput.js';
@@ -16,6 +18,8 @@ export interface ReportInput {
   readonly runs: readonly ServerRun[];
   readonly syncAlways: SyncAlwaysRun | undefined;
   readonly today: FloorToday;
+  /** The peer stores of DESIGN §12 (peers/), when measured. */
+  readonly peers?: PeerRun | undefined;
   readonly runtimeS: number;
 }
 
@@ -80,6 +84,7 @@ export function renderReport(input: ReportInput): string {
     out.push('', `## ${floor.version}: no worse than today's figures`, '', targetTable(t.floorComparison(floor, today), 'today'), '');
     out.push(`† today's ${today.version} figures: ${today.source} (test/bench/floor-today.ts). Single runs on a shared box: read every figure as ± 30 %.`);
   }
+  if (input.peers !== undefined) out.push('', renderPeers(input.peers, runs));
   const parts = [...runs.map((r) => `${serverLabel(r)} ${r.seconds.toFixed(0)} s`), ...(syncAlways ? [`sync always ${syncAlways.seconds.toFixed(0)} s`] : [])];
   out.push('', `total bench runtime: ${input.runtimeS.toFixed(0)} s (${parts.join(', ')})`);
   return out.join('\n');

@@ -16,7 +16,7 @@ import type { FillReport } from './fill.js';
 import { measureRawDirectBatch, measureRawReplay } from './raw-read.js';
 import type { LogLayout } from './raw-read.js';
 import { measureSdkResume, measureTetherResume, planSamples } from './resume.js';
-import type { SdkResumeResult, TetherResumeResult } from './resume.js';
+import type { SampleBudget, SamplePlan, SdkResumeResult, TetherResumeResult } from './resume.js';
 import { int, ms, progress } from './stats.js';
 import type { Summary } from './stats.js';
 import { measureThroughput } from './throughput.js';
@@ -69,6 +69,11 @@ export interface ServerRun {
   readonly loadAvg: { readonly start: readonly number[]; readonly end: readonly number[] };
 }
 
+/** Stores measured beside the log at each of its levels, on the same events and cursors (peers/log-peers.ts). */
+export interface LevelPeers {
+  atLevel(fill: LogFill, events: number, plans: readonly SamplePlan[], budget: SampleBudget): Promise<void>;
+}
+
 /** Append throughput on a server started with `jetstream { sync_interval: always }`. */
 export interface SyncAlwaysRun {
   readonly version: string;
@@ -82,15 +87,15 @@ export interface SyncAlwaysRun {
 const FILL_CONCURRENCY = 128;
 const LAYOUT: LogLayout = { streamName: 'BENCH_RESUME', subjectOf: (session, stream) => `resume.log.${session}.${stream}` };
 
-/** Throughput, then resume latency at every level, on a private server running `bin`. */
-export async function measureServer(role: ServerRole, bin: string, knobs: RunKnobs): Promise<ServerRun> {
+/** Throughput, then resume latency at every level, on a private server running `bin`; `peers`, if given, are measured at each level too. */
+export async function measureServer(role: ServerRole, bin: string, knobs: RunKnobs, peers?: LevelPeers): Promise<ServerRun> {
   const started = performance.now();
   const start = loadNow();
   const server = await startNatsServer({ bin });
   try {
     progress(`nats-server ${server.version} (${bin}), store ${server.storeDir}`);
     const throughput = await measureThroughput({ url: server.url, rounds: knobs.rounds, counts: knobs.tputCounts });
-    const resume = await measureResumeLevels(server.url, server.version, knobs);
+    const resume = await measureResumeLevels(server.url, server.version, knobs, peers);
     return { role, version: server.version, bin, ...resume, throughput, seconds: (performance.now() - started) / 1000, loadAvg: { start, end: loadNow() } };
   } finally {
     await server.cleanup();
@@ -125,6 +130,7 @@ async function measureResumeLevels(
   url: string,
   version: string,
   knobs: RunKnobs,
+  peers: LevelPeers | undefined,
 ): Promise<{ levels: Level[]; skipped: string | undefined; logServer: LogServerInfo | undefined }> {
   const principal = principalDigest('bench');
   // The same seed on every server: the same session shapes and sample cursors.
@@ -176,6 +182,7 @@ async function measureResumeLevels(
       const apiCallsPerResume = await countResumeApiCalls(monitor, log, fill, principal, plans[0] ?? { stream: 0, cursor: 0 });
       const sdk = await measureSdkResume(fill, events, plans, sdkBudget);
       progress(`sdk store p50 ${ms(sdk.total.p50)} ms, p99 ${ms(sdk.total.p99)} ms (n=${sdk.total.n})`);
+      if (peers !== undefined) await peers.atLevel(fill, events, plans, sdkBudget);
       levels.push({ events, fill: report, tether, sdk, rawReplay, rawDirectBatch, apiCallsPerResume });
     }
   } finally {

@@ -10,7 +10,19 @@
  *    lanes at once (16 streams of one session, 16 sessions);
  * 3. task `createTask` / `getTask` latency, `createDurableTasks` vs the SDK's
  *    `InMemoryTaskStore`;
- * 4. (not timed) what each store does with a cursor it does not hold.
+ * 4. (not timed) what each store does with a cursor it does not hold,
+ *    and with one it no longer holds (trimmed, from before a restart,
+ *    unknown: peers/cursor-loss.ts).
+ *
+ * Beside them, the peers of DESIGN §12 through the same calls
+ * (peers/sdk-peers.ts): the store of the reference server
+ * `@modelcontextprotocol/server-everything` (its own class, taken from the
+ * installed package), and a Redis store in two layouts (Redis Streams
+ * `XADD`/`XRANGE`; IBM ContextForge's sorted set and hash), each behind a
+ * Lua ring buffer, on private redis-servers started here (random loopback
+ * ports, temp dirs, killed by PID at the end) without persistence and with
+ * `appendfsync always`. No redis-server: the Redis peers are skipped, said
+ * loudly.
  *
  * A private nats-server (random loopback ports, temp store dir, removed
  * afterwards): `NATS_SERVER_BIN`, which `npm run bench:sdk` sets to the
@@ -29,12 +41,18 @@
  *   (sequential run, default 3000), BENCH_SDK_LANE_EVENTS (per lane of the
  *   16, default 500);
  * - BENCH_SDK_TASKS: tasks created and read per store (default 1000);
- * - BENCH_SDK_OUT: a directory for the JSON instead of bench-results/.
+ * - BENCH_SDK_PEERS=yes|no (default yes): the peers above;
+ * - BENCH_SDK_OUT: a directory for the JSON and the charts instead of
+ *   bench-results/ and docs/charts/ (so a trial run leaves the committed
+ *   charts alone).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { dirname, join } from 'node:path';
 import { startNatsServer } from '@tether/testing';
+import { writeSdkCharts } from './charts.js';
+import type { CursorLossRow } from './peers/cursor-loss.js';
+import { SdkPeers } from './peers/sdk-peers.js';
 import { progress } from './stats.js';
 import { probeCursors } from './sdk/cursors.js';
 import type { CursorProbe } from './sdk/cursors.js';
@@ -70,7 +88,10 @@ const throughputKnobs: ThroughputKnobs = {
 };
 const taskCount = positive('BENCH_SDK_TASKS', '1000');
 const ORDER_PROBES = 5;
+const peersWanted = env('BENCH_SDK_PEERS', 'yes');
+if (peersWanted !== 'yes' && peersWanted !== 'no') throw new Error(`BENCH_SDK_PEERS must be yes or no, not ${peersWanted}`);
 const outDir = env('BENCH_SDK_OUT', 'bench-results');
+const chartDir = process.env['BENCH_SDK_OUT'] ?? 'docs/charts';
 
 async function main(): Promise<void> {
   const started = performance.now();
@@ -91,23 +112,36 @@ async function main(): Promise<void> {
   let throughput: ThroughputRow[] = [];
   let tasks: TasksRun | undefined;
   let cursors: CursorProbe[] = [];
+  let cursorLoss: CursorLossRow[] = [];
+  let restartNotes: Record<string, string> = {};
+  let peers: SdkPeers | undefined;
   let failure: unknown;
   try {
-    if (phases.has('throughput')) throughput = await measureThroughput(side, throughputKnobs);
+    peers = await SdkPeers.open(peersWanted === 'yes');
+    if (phases.has('throughput')) throughput = await measureThroughput(side, throughputKnobs, peers);
     if (phases.has('tasks')) tasks = await measureTasks(nats.url, taskCount, 20);
-    if (phases.has('cursors')) cursors = await probeCursors(side);
     if (phases.has('resume')) {
-      const fixture = await ResumeFixture.create(side, streamEvents);
+      const fixture = await ResumeFixture.create(
+        side,
+        streamEvents,
+        peers.resumeKinds.map((kind) => ({ kind, store: (peers as SdkPeers).newStore(kind), fill: kind === 'everything' ? 'sequential' : 'lanes', settle: async () => (peers as SdkPeers).settle() })),
+      );
       for (const level of levels) {
         await fixture.fillTo(level);
         progress(`resume at ${fixture.total.toLocaleString('en-US')} stored events`);
         resume.push(await fixture.measure(budget, ORDER_PROBES));
       }
     }
+    // Last: the restart probes SIGKILL the redis-servers.
+    if (phases.has('cursors')) {
+      cursors = await probeCursors(side);
+      ({ rows: cursorLoss, restartNotes } = await peers.cursorLoss(nats.url));
+    }
   } catch (err) {
     failure = err;
   } finally {
     await side.close().catch(() => undefined);
+    await peers?.close().catch(() => undefined);
     await nats.cleanup();
   }
 
@@ -120,14 +154,17 @@ async function main(): Promise<void> {
     `node ${machine.node}; nats-server ${machine.natsServer} (${machine.natsServerBin}; private, single node, file storage, removed afterwards); @modelcontextprotocol/sdk in-memory stores in this process`,
     `load average (1/5/15 min) at start ${machine.loadAvgAtStart.join(' / ')}, at end ${loadAvgAtEnd.join(' / ')}, on ${machine.cpus} cores (other work on the box skews every figure)`,
   ].join('\n');
-  process.stdout.write(`${renderReport({ header, resume, throughput, tasks, cursors, streamEvents, runtimeS })}\n`);
+  const peerInfo = peers?.info;
+  process.stdout.write(`${renderReport({ header, resume, throughput, tasks, cursors, cursorLoss, restartNotes, peers: peerInfo, streamEvents, runtimeS })}\n`);
 
   const jsonFile = join(outDir, 'sdk-bench.json');
   mkdirSync(dirname(jsonFile), { recursive: true });
   const error = failure === undefined ? undefined : String((failure as Error).stack ?? failure);
   const knobs = { phases: [...phases], levels, streamEvents, budget, throughput: throughputKnobs, taskCount };
-  writeFileSync(jsonFile, `${JSON.stringify({ at: new Date().toISOString(), machine: { ...machine, loadAvgAtEnd }, knobs, resume, throughput, tasks, cursors, runtimeS, error }, null, 2)}\n`);
-  progress(`done in ${runtimeS.toFixed(0)} s; JSON in ${jsonFile}`);
+  const results = { at: new Date().toISOString(), machine: { ...machine, loadAvgAtEnd }, knobs: { ...knobs, peers: peersWanted }, peers: peerInfo, resume, throughput, tasks, cursors, cursorLoss, restartNotes, runtimeS, error };
+  writeFileSync(jsonFile, `${JSON.stringify(results, null, 2)}\n`);
+  const charts = writeSdkCharts(results, chartDir);
+  progress(`done in ${runtimeS.toFixed(0)} s; JSON in ${jsonFile}${charts.length > 0 ? `, charts in ${charts.join(', ')}` : ''}`);
   if (failure !== undefined) throw failure;
 }
 

@@ -80,9 +80,56 @@ function decades(lo: number, hi: number): number[] {
 function fmt(v: number): string {
   if (v >= 1_000_000) return `${v / 1_000_000}M`;
   if (v >= 1_000) return `${Math.round(v / 100) / 10}k`;
-  return v >= 10 ? String(Math.round(v)) : String(Math.round(v * 10) / 10);
+  if (v >= 10) return String(Math.round(v));
+  // Below 1, two significant digits: an in-memory store's 0.04 ms must not read 0.
+  return v >= 1 || v <= 0 ? String(Math.round(v * 10) / 10) : String(Number(v.toPrecision(2)));
 }
 
 function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/** One cell of a verdict grid: its text and how it reads. */
+export interface GridCell {
+  readonly text: string;
+  readonly tone: 'good' | 'bad' | 'neutral';
+}
+
+export interface GridOptions {
+  readonly title: string;
+  readonly columns: readonly string[];
+  readonly rows: readonly { readonly name: string; readonly cells: readonly GridCell[] }[];
+  /** A line under the grid (what the colors mean). */
+  readonly legend?: string;
+}
+
+const TONE = { good: '#d9f2d9', bad: '#f8d0d0', neutral: '#eeeeee' } as const;
+
+/** A table as an SVG: a row per store, a column per case, each cell colored by its tone. */
+export function verdictGridSvg(o: GridOptions): string {
+  const nameW = 330;
+  const cellW = 190;
+  const rowH = 34;
+  const top = 70;
+  const width = nameW + cellW * o.columns.length + 20;
+  const height = top + rowH * o.rows.length + 50;
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${width / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">${esc(o.title)}</text>`,
+  ];
+  o.columns.forEach((c, j) => parts.push(`<text x="${nameW + cellW * j + cellW / 2}" y="${top - 12}" text-anchor="middle" font-weight="bold">${esc(c)}</text>`));
+  o.rows.forEach((row, i) => {
+    const y = top + rowH * i;
+    parts.push(`<text x="10" y="${y + rowH / 2}" dominant-baseline="middle">${esc(row.name)}</text>`);
+    row.cells.forEach((cell, j) => {
+      const x = nameW + cellW * j;
+      parts.push(`<rect x="${x + 2}" y="${y + 2}" width="${cellW - 4}" height="${rowH - 4}" rx="4" fill="${TONE[cell.tone]}" stroke="#bbb"/>`);
+      const short = cell.text.length > 30 ? `${cell.text.slice(0, 29)}…` : cell.text;
+      parts.push(`<text x="${x + cellW / 2}" y="${y + rowH / 2}" text-anchor="middle" dominant-baseline="middle"><title>${esc(cell.text)}</title>${esc(short)}</text>`);
+    });
+  });
+  if (o.legend !== undefined) parts.push(`<text x="10" y="${height - 18}" font-size="11" fill="#444">${esc(o.legend)}</text>`);
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
 }

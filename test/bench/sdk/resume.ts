@@ -3,7 +3,7 @@ import type { TetherEventStore } from '@tether/sdk';
 import { progress, summarize } from '../stats.js';
 import type { Summary } from '../stats.js';
 import { newSdkStore, notification, response } from './stores.js';
-import type { BenchEventStore, TetherSide } from './stores.js';
+import type { BenchEventStore, StoreKind, TetherSide } from './stores.js';
 
 /** Events a resume must deliver: the backlog after the cursor. */
 export const BACKLOG = 100;
@@ -23,6 +23,24 @@ export interface StoreResume {
   readonly total: Summary;
   /** Samples that did not send exactly the 100 events stored after the cursor, in order (should be 0). */
   readonly anomalies: number;
+  /** Mean events sent per sample (100 when right; server-everything's store sends every later event of the session). */
+  readonly meanSent: number;
+}
+
+/** A peer store (test/bench/peers/) resumed beside the two. */
+export interface PeerResume {
+  readonly store: StoreKind;
+  readonly resume: StoreResume;
+}
+
+/** A peer's store for the fixture's one session. */
+export interface FixturePeer {
+  readonly kind: StoreKind;
+  readonly store: BenchEventStore;
+  /** Written as the SDK store is (one stream after another, one event at a time), or 16 streams at once like Tether's. */
+  readonly fill: 'sequential' | 'lanes';
+  /** Waits for what a fill set off in the background (an AOF rewrite) to end before anything is timed. */
+  readonly settle?: () => Promise<void>;
 }
 
 export interface ResumeLevel {
@@ -30,6 +48,8 @@ export interface ResumeLevel {
   readonly streams: number;
   readonly tether: StoreResume;
   readonly sdk: StoreResume;
+  /** The peers, in the order given to the fixture. */
+  readonly peers: readonly PeerResume[];
   /** The SDK store resumed at the cursor 100 events before a stream's end *in the order stored*: what it sent. */
   readonly sdkStoredOrderProbe: OrderProbe;
 }
@@ -52,6 +72,8 @@ interface FilledStream {
   readonly sdkIds: string[];
   /** `sdkIds` in the order the SDK store replays them (`localeCompare` of the ids). */
   sdkSorted: string[] | undefined;
+  /** Each peer's ids, in the order stored. */
+  readonly peerIds: Partial<Record<StoreKind, string[]>>;
 }
 
 /**
@@ -65,15 +87,17 @@ export class ResumeFixture {
   readonly #tether: TetherEventStore;
   readonly #sdk = newSdkStore();
   readonly #streamEvents: number;
+  readonly #peers: readonly FixturePeer[];
 
-  private constructor(tether: TetherEventStore, streamEvents: number) {
+  private constructor(tether: TetherEventStore, streamEvents: number, peers: readonly FixturePeer[]) {
     this.#tether = tether;
     this.#streamEvents = streamEvents;
+    this.#peers = peers;
   }
 
-  static async create(side: TetherSide, streamEvents: number): Promise<ResumeFixture> {
+  static async create(side: TetherSide, streamEvents: number, peers: readonly FixturePeer[] = []): Promise<ResumeFixture> {
     if (streamEvents <= BACKLOG) throw new Error(`BENCH_SDK_STREAM_EVENTS must exceed ${BACKLOG}, not ${streamEvents}`);
-    return new ResumeFixture(await side.newStore(), streamEvents);
+    return new ResumeFixture(await side.newStore(), streamEvents, peers);
   }
 
   get total(): number {
@@ -84,7 +108,7 @@ export class ResumeFixture {
   async fillTo(target: number): Promise<void> {
     const streams = Math.ceil((target - this.total) / this.#streamEvents);
     if (streams <= 0) return;
-    const fresh: FilledStream[] = Array.from({ length: streams }, () => ({ sdkStream: randomUUID(), tetherIds: [], sdkIds: [], sdkSorted: undefined }));
+    const fresh: FilledStream[] = Array.from({ length: streams }, () => ({ sdkStream: randomUUID(), tetherIds: [], sdkIds: [], sdkSorted: undefined, peerIds: {} }));
     const started = performance.now();
     let next = 0;
     const lane = async (): Promise<void> => {
@@ -97,9 +121,28 @@ export class ResumeFixture {
       for (let k = 0; k < this.#streamEvents; k += 1) stream.sdkIds.push(await this.#sdk.storeEvent(stream.sdkStream, this.#message(stream, this.streams.length + i, k)));
     }
     const sdkMs = performance.now() - sdkStarted;
+    const peerMs: string[] = [];
+    for (const peer of this.#peers) {
+      const peerStarted = performance.now();
+      const write = async (stream: FilledStream, index: number): Promise<void> => {
+        const ids = (stream.peerIds[peer.kind] = [] as string[]);
+        for (let k = 0; k < this.#streamEvents; k += 1) ids.push(await peer.store.storeEvent(stream.sdkStream, this.#message(stream, index, k)));
+      };
+      if (peer.fill === 'sequential') {
+        for (const [i, stream] of fresh.entries()) await write(stream, this.streams.length + i);
+      } else {
+        let nextPeer = 0;
+        const peerLane = async (): Promise<void> => {
+          for (let i = nextPeer++; i < fresh.length; i = nextPeer++) await write(fresh[i] as FilledStream, this.streams.length + i);
+        };
+        await Promise.all(Array.from({ length: FILL_STREAMS }, peerLane));
+      }
+      peerMs.push(`${peer.kind} ${Math.round(performance.now() - peerStarted)} ms`);
+      await peer.settle?.();
+    }
     this.streams.push(...fresh);
     const added = streams * this.#streamEvents;
-    progress(`fill: +${added.toLocaleString('en-US')} events (${streams} streams) to ${this.total.toLocaleString('en-US')}: Tether ${tetherS.toFixed(1)} s (${Math.round(added / tetherS)}/s, ${FILL_STREAMS} streams at once), SDK store ${Math.round(sdkMs)} ms`);
+    progress(`fill: +${added.toLocaleString('en-US')} events (${streams} streams) to ${this.total.toLocaleString('en-US')}: Tether ${tetherS.toFixed(1)} s (${Math.round(added / tetherS)}/s, ${FILL_STREAMS} streams at once), SDK store ${Math.round(sdkMs)} ms${peerMs.length > 0 ? `; ${peerMs.join(', ')}` : ''}`);
   }
 
   /** Resume latency of both stores at the current size, at cursors 100 events before a random stream's end. */
@@ -107,8 +150,14 @@ export class ResumeFixture {
     const pick = (): FilledStream => this.streams[Math.floor(Math.random() * this.streams.length)] as FilledStream;
     const tether = await this.#measureStore(budget, pick, (s) => s.tetherIds, this.#tether);
     const sdk = await this.#measureStore(budget, pick, (s) => (s.sdkSorted ??= [...s.sdkIds].sort((a, b) => a.localeCompare(b))), this.#sdk);
+    const peers: PeerResume[] = [];
+    for (const peer of this.#peers) {
+      const resume = await this.#measureStore(budget, pick, (s) => s.peerIds[peer.kind] ?? [], peer.store);
+      progress(`resume ${peer.kind}: p50 ${resume.total.p50.toFixed(3)} ms, p99 ${resume.total.p99.toFixed(3)} ms (n=${resume.total.n}), ${resume.meanSent.toFixed(0)} events sent per resume`);
+      peers.push({ store: peer.kind, resume });
+    }
     const sdkStoredOrderProbe = await this.#probeStoredOrder(probes, pick);
-    return { storedEvents: this.total, streams: this.streams.length, tether, sdk, sdkStoredOrderProbe };
+    return { storedEvents: this.total, streams: this.streams.length, tether, sdk, peers, sdkStoredOrderProbe };
   }
 
   async #fillTether(stream: FilledStream, streamIndex: number): Promise<void> {
@@ -127,6 +176,7 @@ export class ResumeFixture {
 
   async #measureStore(budget: ResumeBudget, pick: () => FilledStream, order: (s: FilledStream) => string[], store: BenchEventStore): Promise<StoreResume> {
     let anomalies = 0;
+    let sentTotal = 0;
     const once = async (): Promise<number> => {
       const ids = order(pick());
       const expected = ids.slice(-BACKLOG);
@@ -136,14 +186,16 @@ export class ResumeFixture {
       await store.replayEventsAfter(cursor, { send: async (id) => void sent.push(id) });
       const elapsed = performance.now() - start;
       if (sent.length !== BACKLOG || sent.some((id, i) => id !== expected[i])) anomalies += 1;
+      sentTotal += sent.length;
       return elapsed;
     };
     for (let i = 0; i < budget.warmup; i += 1) await once();
     anomalies = 0;
+    sentTotal = 0;
     const samples: number[] = [];
     const start = performance.now();
     while (samples.length < budget.max && (samples.length < budget.min || performance.now() - start < budget.budgetMs)) samples.push(await once());
-    return { total: summarize(samples), anomalies };
+    return { total: summarize(samples), anomalies, meanSent: sentTotal / Math.max(1, samples.length) };
   }
 
   /**

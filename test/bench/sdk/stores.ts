@@ -13,8 +13,21 @@ export interface BenchEventStore {
   replayEventsAfter(lastEventId: string, sink: { send: (eventId: string, message: JsonRpcMessage) => Promise<void> }): Promise<string>;
 }
 
-/** The store pair a figure is measured on, named as the tables name them. */
-export const StoreName = { tether: 'TetherEventStore', sdk: 'SDK InMemoryEventStore' } as const;
+/**
+ * The stores a figure is measured on, named as the tables name them: Tether's,
+ * the SDK's example store, and the peers of DESIGN §12 (test/bench/peers/):
+ * the reference server's own store and a Redis store in two layouts, each on
+ * a redis-server without persistence and on one that fsyncs every write.
+ */
+export const StoreName = {
+  tether: 'TetherEventStore',
+  sdk: 'SDK InMemoryEventStore',
+  everything: 'server-everything InMemoryEventStore',
+  redisStreams: 'Redis Streams, no persistence',
+  redisStreamsAof: 'Redis Streams, AOF fsync always',
+  contextforge: 'ContextForge layout, no persistence',
+  contextforgeAof: 'ContextForge layout, AOF fsync always',
+} as const;
 export type StoreKind = keyof typeof StoreName;
 
 /** One process's view of the session log: a connection, its writer presence, a store per session. */
