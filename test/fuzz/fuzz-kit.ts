@@ -90,3 +90,12 @@ function intFromEnv(name: string, fallback: number): number {
   if (!Number.isSafeInteger(n)) throw new Error(`${name} must be an integer, got ${JSON.stringify(raw)}`);
   return n;
 }
+
+/** An error as a report line: its name, its `code` when it has one, its message (cut). */
+export function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return `${err.name}${typeof code === 'string' ? ` ${code}` : ''}: ${err.message.slice(0, 300)}`;
+  }
+  return `a non-Error ${preview(err, 200)}`;
+}

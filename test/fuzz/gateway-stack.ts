@@ -161,9 +161,9 @@ export function* sseIds(body: string): Generator<string> {
  * One request with hard bounds: the answer's headers, and a whole non-stream
  * body, within ANSWER_MS (else `NoAnswer`); an SSE body still open after
  * `openStreamReadMs` is cut (`cutOpen`), since a GET stream never ends by
- * itself.
+ * itself. Also the SDK router's stack (sdk-stack.ts), in front of an in-process router.
  */
-async function sendBounded(origin: string, req: WireRequest, openStreamReadMs: number): Promise<WireResponse> {
+export async function sendBounded(origin: string, req: WireRequest, openStreamReadMs = OPEN_STREAM_READ_MS): Promise<WireResponse> {
   const started = performance.now();
   const leave = new AbortController();
   const signal = AbortSignal.any([AbortSignal.timeout(ANSWER_MS), leave.signal]);

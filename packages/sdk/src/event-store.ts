@@ -85,6 +85,8 @@ export class TetherEventStore {
   readonly #open = new Map<string, OpenStream>();
   /** Tether stream id → SDK stream id, for streams opened here (a resume here must name the SDK's id). */
   readonly #sdkNames = new Map<string, string>();
+  /** The last of this store's GET-stream appends, settled or not: the next one starts after it. */
+  #standalone: Promise<unknown> = Promise.resolve();
 
   constructor(options: TetherEventStoreOptions) {
     this.log = options.log;
@@ -215,11 +217,22 @@ export class TetherEventStore {
    * The GET stream `0` is written by every instance serving the session
    * (each one's server sends its own notifications). Two appending at once
    * race for a seq; the loser's writer is rebuilt from the log and tries again.
+   *
+   * This store's own appends go one after another (the log's writer takes
+   * one at a time anyway): were they all in flight when the other instance
+   * won a seq, each would fail and retry on a writer of its own, and land in
+   * the order those writers opened, not in the order the SDK stored them.
    */
-  async #appendStandalone(message: JsonRpcMessage): Promise<string> {
+  #appendStandalone(message: JsonRpcMessage): Promise<string> {
     // The GET stream has no opening prime to stand for the SDK's priming event; none is sent for it today.
     const kind = isPrimingMessage(message) ? EventKind.prime : EventKind.event;
     const payload = kind === EventKind.prime ? new Uint8Array() : Buffer.from(JSON.stringify(message), 'utf8');
+    const run = this.#standalone.then(() => this.#appendStandaloneNow(kind, payload));
+    this.#standalone = run.catch(() => undefined);
+    return run;
+  }
+
+  async #appendStandaloneNow(kind: EventKind, payload: Uint8Array): Promise<string> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         return (await this.log.append(this.sessionId, STANDALONE_STREAM, kind, payload, { writer: this.#presence.writerId })).id;

@@ -1,5 +1,5 @@
 import { EventKind, STANDALONE_STREAM } from '@tether/protocol';
-import { isSessionLogError } from '@tether/session-log';
+import { isSessionLogError, SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { LogEvent, SessionLog } from '@tether/session-log';
 import { endOrphanedStream } from './takeover.js';
 import type { WriterPresence } from './writer-presence.js';
@@ -24,7 +24,9 @@ const TICK = Symbol('tick');
  * it, or silent past `silenceMs`: the stream is ended in the log
  * (`endOrphanedStream`), and `events` then delivers that ending like any
  * other event. So a reader never waits forever on a dead instance, and never
- * skips anything: everything it yields comes from the log, in order.
+ * skips anything: everything it yields comes from the log, in order. A
+ * stream the log holds nothing of any more (retention evicted it whole, what
+ * the reader had not read yet included) ends it with `stream_truncated`.
  *
  * The GET stream (`0`) has no single writer and never ends; it is passed
  * through untouched.
@@ -45,6 +47,7 @@ export async function* watchWriter(
   const silenceMs = options.silenceMs ?? 3_000;
   const probeTimeoutMs = options.probeTimeoutMs ?? 500;
   let silentSinceMs: number | undefined;
+  let emptyOnce = false;
   let ended = false;
 
   const check = async (): Promise<void> => {
@@ -57,7 +60,19 @@ export async function* watchWriter(
       if (isSessionLogError(err, 'session_not_found') || isSessionLogError(err, 'log_unavailable')) return;
       throw err;
     }
-    if (head === undefined || head.kind === EventKind.end) return;
+    // Nothing of the stream is left: retention took the rest (its end
+    // included) before this reader read it, and nothing can be appended to
+    // it any more. Waiting would never end; say so instead. Twice in a row,
+    // for a leader still catching up may answer "none" once (writer.ts).
+    if (head === undefined) {
+      if (!emptyOnce) {
+        emptyOnce = true;
+        return;
+      }
+      throw new SessionLogError(SessionLogErrorCode.streamTruncated, 'the rest of this stream was evicted from the log before it was read', { sessionId, stream });
+    }
+    emptyOnce = false;
+    if (head.kind === EventKind.end) return;
     const state = head.writer === undefined ? 'gone' : await log.probeWriter(head.writer, probeTimeoutMs, sessionId, stream);
     if (state === 'writing') {
       silentSinceMs = undefined;

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { principalDigest, SessionLog } from '@tether/session-log';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { createSubjects, isSessionLogError, principalDigest, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
 import { createWriterPresence, isTetherSdkError, requestsOfTransport, SDK_GET_STREAM, TetherEventStore } from '@tether/sdk';
-import type { SdkTransport, WriterPresence } from '@tether/sdk';
+import type { JsonRpcMessage, SdkTransport, WriterPresence } from '@tether/sdk';
 import { buildServer, isolatedNames, transportClass } from './router-fixtures.js';
 import type { SdkMajor } from './router-fixtures.js';
 
@@ -146,5 +147,70 @@ describe.each(['v1', 'v2'] as const)('TetherEventStore under the SDK %s transpor
     const answer = await a.get(cursor);
     expect(answer.status).toBe(500);
     expect(a.errors.some((e) => isTetherSdkError(e, 'unsupported'))).toBe(true);
+  });
+});
+
+describe('TetherEventStore on the GET stream of two instances', () => {
+  // Found by the SDK fuzz suite (test/fuzz/sdk.fuzz.test.ts, "race"): when
+  // another instance had appended to the GET stream, concurrent stores on
+  // this one all failed writer_conflict at once and retried each on a writer
+  // of its own, so they landed in the order those writers opened, not in
+  // the order the SDK stored them.
+  it('keeps each instance\'s concurrent stores in call order, each stored once, while the other instance writes too', async () => {
+    const names = isolatedNames();
+    const logA = await SessionLog.create({ servers: nats.url, ...names });
+    const logB = await SessionLog.create({ servers: nats.url, ...names });
+    logs.push(logA, logB);
+    const [presenceA, presenceB] = [createWriterPresence(logA), createWriterPresence(logB)];
+    presences.push(presenceA, presenceB);
+    const session = await logA.createSession(principalDigest('Bearer alice'));
+    const a = new TetherEventStore({ log: logA, session, presence: presenceA });
+    const b = new TetherEventStore({ log: logB, session, presence: presenceB });
+    const note = (who: string, n: number): JsonRpcMessage => ({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `${who}${n}` } });
+    let n = 0;
+    for (let round = 0; round < 5; round += 1) {
+      // B's writer now stands one event behind the stream's end: its next appends conflict.
+      await b.storeEvent(SDK_GET_STREAM, note('b', n++));
+      await a.storeEvent(SDK_GET_STREAM, note('a', n++));
+      await Promise.all([...Array.from({ length: 6 }, () => b.storeEvent(SDK_GET_STREAM, note('b', n++))), ...Array.from({ length: 3 }, () => a.storeEvent(SDK_GET_STREAM, note('a', n++)))]);
+    }
+    const stored = (await logA.readPage(session.sessionId, '0', 0, 1_000)).map((e) => (JSON.parse(Buffer.from(e.payload).toString('utf8')) as { params: { data: string } }).params.data);
+    expect(stored).toHaveLength(n);
+    expect(new Set(stored).size).toBe(n);
+    for (const who of ['a', 'b']) {
+      const mine = stored.filter((d) => d.startsWith(who)).map((d) => Number(d.slice(1)));
+      expect(mine).toEqual([...mine].sort((x, y) => x - y));
+    }
+  });
+});
+
+describe('TetherEventStore when retention takes the rest of a stream', () => {
+  // Found by the SDK fuzz suite under load: a resume accepted while the
+  // stream was open, then its last events (end included) stored and all
+  // evicted before the reader read them. The reader then waited for live
+  // events that could never come, and the writer check saw an empty stream
+  // and did nothing: the replay never ended.
+  it('ends the reader with stream_truncated instead of waiting forever', async () => {
+    const log = await SessionLog.create({ servers: nats.url, ...isolatedNames() });
+    logs.push(log);
+    const presence = createWriterPresence(log);
+    presences.push(presence);
+    const session = await log.createSession(principalDigest('Bearer alice'));
+    const store = new TetherEventStore({ log, session, presence, writerWatch: { checkMs: 50 } });
+    const cursor = await store.storeEvent('sdk-1', { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'one' } });
+    const resumed = await store.resume(cursor);
+    expect(resumed.verdict).toBe('resumed');
+    if (resumed.verdict !== 'resumed') return;
+    await store.storeEvent('sdk-1', { jsonrpc: '2.0', id: 1, result: {} });
+    // What max_age (or a stream-wide max_bytes) does to a whole stream.
+    const jsm = await jetstreamManager(log.connection);
+    await jsm.streams.purge(log.config.streamName, { filter: createSubjects(log.config.subjectPrefix).log(session.sessionId, resumed.accepted.stream) });
+    const abort = new AbortController();
+    const read = (async () => {
+      for await (const event of resumed.events(abort.signal)) void event;
+    })();
+    const outcome = await Promise.race([read.then(() => 'ended', (err: unknown) => err), new Promise((resolve) => setTimeout(resolve, 5_000, 'still waiting'))]);
+    abort.abort();
+    expect(isSessionLogError(outcome, 'stream_truncated')).toBe(true);
   });
 });

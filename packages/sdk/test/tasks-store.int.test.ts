@@ -55,6 +55,21 @@ describe('durable task store', () => {
     expect(unlimited.ttl).toBe(24 * 3_600_000);
   });
 
+  it('takes a retried final status with an empty message as the no-op it is (found by the fuzz suite)', async () => {
+    const { tasks } = await openStore();
+    const { taskStore } = tasks.forPrincipal(ALICE);
+    const task = await taskStore.createTask({ ttl: 60_000 }, 1, REQUEST, SESSION);
+    // '' sets no message (as the SDK's store), so the same call again must change nothing and succeed.
+    await taskStore.updateTaskStatus(task.taskId, 'cancelled', '', SESSION);
+    await taskStore.updateTaskStatus(task.taskId, 'cancelled', '', SESSION);
+    await taskStore.updateTaskStatus(task.taskId, 'cancelled', undefined, SESSION);
+    expect(await taskStore.getTask(task.taskId, SESSION)).toMatchObject({ status: 'cancelled' });
+    expect((await taskStore.getTask(task.taskId, SESSION))?.statusMessage).toBeUndefined();
+    // Another final status, or another message, is still refused.
+    await expectCode(taskStore.updateTaskStatus(task.taskId, 'failed', '', SESSION), TaskErrorCode.taskTerminal);
+    await expectCode(taskStore.updateTaskStatus(task.taskId, 'cancelled', 'changed my mind', SESSION), TaskErrorCode.taskTerminal);
+  });
+
   it('binds a task to its principal and session; the stateless era binds to the principal', async () => {
     const { tasks } = await openStore();
     const alice = tasks.forPrincipal(ALICE);

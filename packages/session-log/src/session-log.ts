@@ -320,15 +320,22 @@ export class SessionLog {
       this.#writers.set(key, pending);
       if (this.#writers.size > this.#maxOpenWriters) this.#writers.delete(this.#writers.keys().next().value as string);
     }
+    // Concurrent appends share `pending`; one that fails forgets only that writer, never a
+    // fresh one a concurrent retry opened meanwhile (found by the SDK store fuzz: a forgotten
+    // fresh writer let a third open its own, and events of one instance landed out of order).
+    const opened = pending;
+    const forget = (): void => {
+      if (this.#writers.get(key) === opened) this.#writers.delete(key);
+    };
     let writer: StreamWriter;
     try {
       writer = await pending;
     } catch (err) {
-      this.#writers.delete(key);
+      forget();
       throw err;
     }
     if (options?.claim !== undefined && writer.last.seq !== options.claim.afterSeq) {
-      this.#writers.delete(key);
+      forget();
       throw new SessionLogError(SessionLogErrorCode.writerConflict, `stream ${stream} moved on past seq ${options.claim.afterSeq} (now ${writer.last.seq}): another writer holds it`, {
         sessionId,
         stream,
@@ -350,11 +357,11 @@ export class SessionLog {
     }
     try {
       const result = await writer.append(kind, payload, options);
-      if (writer.ended) this.#writers.delete(key);
+      if (writer.ended) forget();
       return result;
     } catch (err) {
       // A writer whose last outcome is unknown is rebuilt from the log next time.
-      if (writer.broken || writer.ended) this.#writers.delete(key);
+      if (writer.broken || writer.ended) forget();
       if (writer.inDoubt !== undefined) this.#inDoubt.set(key, writer.inDoubt);
       throw err;
     }

@@ -120,6 +120,8 @@ export class JetStreamTaskStore implements TaskStore {
    * Moves a task to `status`. A final status restarts the TTL, as the SDK's
    * store does. Repeating the final status it already has (a retried
    * cancel) is a no-op; anything else after a final status is `task_terminal`.
+   * An empty `statusMessage` is no message, on both paths (as the SDK's
+   * store treats it): so a retry of any call that succeeded is a no-op.
    */
   async updateTaskStatus(taskId: string, status: TaskStatus, statusMessage?: string, sessionId?: string): Promise<void> {
     assertTaskId(taskId);
@@ -129,7 +131,7 @@ export class JetStreamTaskStore implements TaskStore {
       if (found.t !== 'visible') throw taskNotFound(taskId);
       const { record, seq } = found;
       if (isTerminalStatus(record.task.status)) {
-        if (record.task.status === status && (statusMessage === undefined || statusMessage === record.task.statusMessage)) return;
+        if (record.task.status === status && (!statusMessage || statusMessage === record.task.statusMessage)) return;
         throw terminal(taskId, record.task.status, status);
       }
       const now = Date.now();
