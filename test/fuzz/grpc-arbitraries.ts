@@ -104,6 +104,24 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     { requiredKeys: ['sessionId', 'stream', 'kind', 'payload', 'endReason'] },
   );
   const lease = fc.record({ sessionId: session, stream, owner: anyText(140), token: anyText(40), expiresAtMs: i64, revision: u64 });
+  const auditRequest = fc.record(
+      {
+        sessionId: session,
+        atMs: fc.oneof(fc.constant(0), fc.constant(Date.now()), i64),
+        instance: fc.oneof(fc.constant('gw-fuzz'), anyText(140)),
+        kind: fc.oneof(fc.constantFrom('initialize', 'post', 'get', 'resume', 'delete', 'claim', 'takeover', 'drain', 'close', 'delivered'), anyText(20)),
+        stream: maybe(stream),
+        cursor: maybe(fc.record({ stream, seq: u64, pos: u64 })),
+        verdict: maybe(fc.oneof(fc.constantFrom('resumed', 'truncated', 'unknown_session'), anyText(20))),
+        status: maybe(u32),
+        events: maybe(u64),
+        conn: maybe(fc.oneof(fc.constant('AbCd12_-'), anyText(40))),
+        writer: maybe(fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80))),
+        from: maybe(fc.oneof(fc.constant('bbbbbbbbbbbbbbbb'), anyText(80))),
+        reason: maybe(fc.oneof(fc.constant('client_gone'), anyText(80))),
+      },
+      { requiredKeys: ['sessionId', 'atMs', 'instance', 'kind'] },
+    );
   const byRpc: { [K in RpcName]: fc.Arbitrary<Record<string, unknown>> } = {
     openSession: fc.record({ principal: principalField, meta: metaField }),
     getSession: fc.record({ sessionId: session, principal: principalField }),
@@ -121,24 +139,8 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     getLeaseHolder: fc.record({ sessionId: session, stream }),
     publishControl: fc.record({ message: maybe(fc.record({ type: enumValue, sessionId: session, stream: maybe(anyText(70)), from: maybe(anyText(300)) }, { requiredKeys: ['type', 'sessionId'] })) }, { requiredKeys: [] }),
     watchControl: fc.record({ sessionId: session }),
-    recordAudit: fc.record(
-      {
-        sessionId: session,
-        atMs: fc.oneof(fc.constant(0), fc.constant(Date.now()), i64),
-        instance: fc.oneof(fc.constant('gw-fuzz'), anyText(140)),
-        kind: fc.oneof(fc.constantFrom('initialize', 'post', 'get', 'resume', 'delete', 'claim', 'takeover', 'drain', 'close', 'delivered'), anyText(20)),
-        stream: maybe(stream),
-        cursor: maybe(fc.record({ stream, seq: u64, pos: u64 })),
-        verdict: maybe(fc.oneof(fc.constantFrom('resumed', 'truncated', 'unknown_session'), anyText(20))),
-        status: maybe(u32),
-        events: maybe(u64),
-        conn: maybe(fc.oneof(fc.constant('AbCd12_-'), anyText(40))),
-        writer: maybe(fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80))),
-        from: maybe(fc.oneof(fc.constant('bbbbbbbbbbbbbbbb'), anyText(80))),
-        reason: maybe(fc.oneof(fc.constant('client_gone'), anyText(80))),
-      },
-      { requiredKeys: ['sessionId', 'atMs', 'instance', 'kind'] },
-    ),
+    recordAudit: auditRequest,
+    recordAuditBatch: fc.record({ events: fc.array(auditRequest, { maxLength: 12 }) }),
     probeWriter: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), sessionId: maybe(session), stream: maybe(stream), timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer'] }),
   };
   return fc.oneof(...(Object.entries(byRpc) as [RpcName, fc.Arbitrary<Record<string, unknown>>][]).map(([rpc, arb]) => arb.map((request) => ({ rpc, request }))));
@@ -233,7 +235,7 @@ export const rawField: fc.Arbitrary<RawField> = fc.oneof(
 export const rawRequest: fc.Arbitrary<{ rpc: RpcName; bytes: Buffer; shape: string }> = fc.record({
   rpc: fc.constantFrom<RpcName>(
     'openSession', 'getSession', 'touchSession', 'closeSession', 'append', 'appendBatch', 'head', 'read',
-    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl', 'probeWriter', 'recordAudit',
+    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl', 'probeWriter', 'recordAudit', 'recordAuditBatch',
   ),
   body: fc.oneof(
     { weight: 2, arbitrary: fc.uint8Array({ maxLength: 256 }).map((b) => ({ bytes: Buffer.from(b), shape: 'random bytes' })) },
