@@ -1,18 +1,19 @@
 import { describe, expect, it } from 'vitest';
+import { findNatsServerBinary, natsServerVersion } from '@tether/testing';
 import { runChaos } from './chaos.js';
-import { FaultKind } from './faults.js';
+import { DEFAULT_KINDS, parseFaultSelection } from './faults.js';
 import { formatSummary } from './summary.js';
 
-// The short chaos run of the CI suite (the long one is `npm run chaos`, see
-// docs/reliability.md): real processes, every fault kind at least once, and
-// the checker's verdict on every stream any client touched.
+// The short chaos runs of the CI suite (the long ones are `npm run chaos`, see
+// docs/reliability.md): real processes, every fault kind of the run at least
+// once, and the checker's verdict on every stream any client touched.
 describe('chaos: 35 s under faults, a 3-node NATS cluster, three gateways behind a balancer', () => {
   it('every stream is complete or ends with an explicit verdict; no silent violation', async () => {
     const report = await runChaos({ durationMs: 35_000, clients: 5, seed: 7, settleMs: 10_000, readPageBudgetMs: 5_000, load: { callTimeoutMs: 15_000 } });
     const summary = formatSummary(report, 'test/chaos/chaos.e2e.test.ts (seed 7, 35s, 5 clients)');
     const faults = Object.values(report.faults).reduce((a, b) => a + b, 0);
     process.stdout.write(`chaos: ${report.streams.total} streams, ${report.resumes.total} resumes, ${faults} faults, ${report.silentViolations.total} silent violations (${(report.wallMs / 1000).toFixed(0)} s)\n`);
-    for (const kind of Object.values(FaultKind)) expect(report.faults[kind], `${kind} never fired\n${summary}`).toBeGreaterThan(0);
+    for (const kind of DEFAULT_KINDS) expect(report.faults[kind], `${kind} never fired\n${summary}`).toBeGreaterThan(0);
     expect(report.faults['client_abort'], summary).toBeGreaterThan(0);
     // Resumes broken right after their priming event: the client must keep its cursor.
     expect(report.faults['cut_after_priming'], summary).toBeGreaterThan(0);
@@ -20,7 +21,41 @@ describe('chaos: 35 s under faults, a 3-node NATS cluster, three gateways behind
     expect(report.streams['complete'] ?? 0, summary).toBeGreaterThan(20);
     expect(report.resumes.byOutcome['200 resumed'] ?? 0, summary).toBeGreaterThan(20);
     expect(report.verification.eventsMatched, summary).toBeGreaterThan(500);
+    expect(report.writers.streams, summary).toBeGreaterThan(20);
     expect(report.silentViolations.examples, summary).toEqual([]);
     expect(report.silentViolations.total, summary).toBe(0);
   }, 150_000);
+
+  // On the current server only: npm test runs test/chaos again on the 2.9 floor, and this
+  // run's ~30 s are the budget for one more configuration, not two. (`--log grpc` with these
+  // faults is left to `npm run chaos`: it finds a duplicate the gRPC log port appends after an
+  // in-doubt append, docs/reliability.md, and would fail here until that is fixed.)
+  const version = natsServerVersion(findNatsServerBinary());
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  it.skipIf(major < 2 || (major === 2 && minor < 11))(
+    `15 s of the SDK example's fleet with a power loss, an instance's NATS cut and a stopped node (nats-server ${version})`,
+    async () => {
+      const faults = parseFaultSelection('nats_power_loss,gateway_nats_cut,nats_node_stop,gateway_sigkill');
+      const report = await runChaos({ durationMs: 15_000, clients: 4, seed: 7, settleMs: 10_000, readPageBudgetMs: 5_000, load: { callTimeoutMs: 15_000 }, target: 'sdk-example', faults });
+      const summary = formatSummary(report, 'test/chaos/chaos.e2e.test.ts (seed 7, 15s, 4 clients, --target sdk-example, new faults)');
+      process.stdout.write(`chaos sdk-example: ${report.streams.total} streams, ${report.resumes.total} resumes, ${report.powerLoss.acked} acknowledged events re-checked after the power loss, ${report.powerLoss.lost} lost, ${report.silentViolations.total} silent violations (${(report.wallMs / 1000).toFixed(0)} s)\n`);
+      expect(report.config.target).toBe('sdk-example');
+      for (const { kind } of faults) expect(report.faults[kind], `${kind} never fired\n${summary}`).toBeGreaterThan(0);
+      // The power loss was accounted for: every acknowledged event in its window compared after the restart.
+      expect(report.powerLoss.losses, summary).toBe(1);
+      expect(report.powerLoss.acked, summary).toBeGreaterThan(20);
+      expect(report.powerLoss.unchecked, summary).toBe(0);
+      expect(report.powerLoss.silent, summary).toBe(0);
+      // The cut went through proxies the instances really used.
+      expect(Object.values(report.natsProxies).every((p) => p.connections > 0), summary).toBe(true);
+      // Real work, with bounds a loaded CI machine meets: a power loss stops everything for seconds.
+      expect(report.streams['complete'] ?? 0, summary).toBeGreaterThan(3);
+      expect(report.resumes.byOutcome['200 resumed'] ?? 0, summary).toBeGreaterThan(3);
+      expect(report.verification.eventsMatched, summary).toBeGreaterThan(50);
+      expect(report.writers.streams, summary).toBeGreaterThan(3);
+      expect(report.silentViolations.examples, summary).toEqual([]);
+      expect(report.silentViolations.total, summary).toBe(0);
+    },
+    120_000,
+  );
 });

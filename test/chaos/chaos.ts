@@ -10,20 +10,23 @@ import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { namespaceNames, SessionLog } from '@tether/session-log';
-import { findNatsServerBinary } from '@tether/testing';
-import { check, groupByStream, tally } from './checker.js';
-import type { CheckResult, Violation } from './checker.js';
-import { defaultLoad } from './client-context.js';
+import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
+import type { CheckResult, ToolNames, Violation } from './checker.js';
+import type { WriterScan } from './writers.js';
+import { defaultLoad, GATEWAY_TARGET, SDK_EXAMPLE_TARGET } from './client-context.js';
 import type { ClientContext, LoadShape, RouteName } from './client-context.js';
-import { FaultKind, planFaults, runFaults } from './faults.js';
-import type { FaultRecord } from './faults.js';
+import { DEFAULT_SELECTION, planFaults, runFaults } from './faults.js';
+import type { FaultRecord, FaultSelection } from './faults.js';
 import { startLogTap } from './log-tap.js';
+import { isPurged, powerLossReport } from './power-loss.js';
+import type { PowerLossReport } from './power-loss.js';
 import { responseOf } from './log-tap.js';
 import type { LogRecord } from './log-tap.js';
 import { RawClient } from './raw-client.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
+import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
 import { bump, digest, sleep } from './util.js';
 
@@ -44,9 +47,24 @@ export interface ChaosOptions {
   readonly dumpPath?: string;
   /** Progress lines. Default: none. */
   readonly say?: (line: string) => void;
+  /** What runs behind the balancer: the gateways (default) or the SDK example's fleet. */
+  readonly target?: TargetName;
+  /** The gateways' log: in-process on NATS (default) or through session-log services. */
+  readonly log?: LogMode;
+  /** The nats-server binary (run.ts resolves `--nats floor|current`). Default `findNatsServerBinary()`. */
+  readonly natsBin?: string;
+  /** `always`: the cluster runs with `jetstream { sync_interval: always }`. */
+  readonly sync?: SyncMode;
+  /** The fault kinds and weights. Default today's six (`DEFAULT_SELECTION`). */
+  readonly faults?: FaultSelection;
 }
 
+/** The SDK example's streaming tool and its result. */
+const SDK_EXAMPLE_TOOLS: ToolNames = { progress: 'stream', resultText: (count) => `streamed ${count}` };
+
 export interface ChaosReport {
+  /** What ran: target, log mode, nats-server, sync, and the fault kinds with their weights. */
+  readonly config: StackConfig & { readonly faults: FaultSelection };
   readonly seed: number;
   readonly durationMs: number;
   readonly wallMs: number;
@@ -66,6 +84,14 @@ export interface ChaosReport {
   /** SDK resumes whose cursor was lost (the guard held back the priming echo), by consequence. */
   readonly cursorLosses: Readonly<Record<string, number>>;
   readonly logAnomalies: { readonly total: number; readonly byKind: Readonly<Record<string, number>>; readonly examples: readonly Violation[] };
+  /** The `nats_power_loss` accounting: acknowledged events lost, and how each ended for its clients. */
+  readonly powerLoss: PowerLossReport;
+  /** The two-writer scan of every stream in the log. */
+  readonly writers: WriterScan;
+  /** Requests still open when the run's hard stop aborted them (client, request, what it had got). */
+  readonly openAtHardStop: readonly string[];
+  /** Per proxied NATS client process (`gateway_nats_cut`): connections and resets through its proxy. */
+  readonly natsProxies: Readonly<Record<string, { connections: number; resets: number; refused: number }>>;
   readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
 }
 
@@ -78,8 +104,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const rng = createRng(options.seed);
   const namespace = `chaos_${options.seed}_${randomBytes(3).toString('hex')}`;
   const { streamName, subjectPrefix } = namespaceNames(namespace);
-  say(`starting: 3-node NATS cluster, 2 upstreams, 3 gateways, balancer (namespace ${namespace}, log stream ${streamName})`);
-  const stack = await startChaosStack({ namespace, gatewayLogDir: options.gatewayLogDir });
+  const targetName = options.target ?? 'gateway';
+  const logMode = options.log ?? 'nats';
+  const selection = options.faults ?? DEFAULT_SELECTION;
+  const parts =
+    targetName === 'sdk-example'
+      ? '3 SDK example instances'
+      : `2 upstreams, 3 gateways${logMode === 'grpc' ? ' on --log grpc:// (2 session-log services)' : ''}`;
+  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}, balancer (namespace ${namespace}, log stream ${streamName})`);
+  const stack = await startChaosStack({
+    namespace,
+    gatewayLogDir: options.gatewayLogDir,
+    target: targetName,
+    log: logMode,
+    natsBin: options.natsBin,
+    sync: options.sync ?? 'default',
+    natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
+  });
+  say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
   const tap = await startLogTap(stack.cluster.urls, streamName, subjectPrefix);
   const recorder = new Recorder();
   const hardStop = new AbortController();
@@ -96,27 +138,33 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       hardStop: hardStop.signal,
       slowStreams: new Map(),
       load,
+      target: targetName === 'sdk-example' ? SDK_EXAMPLE_TARGET : GATEWAY_TARGET,
     };
     const names: string[] = [];
     const clients: Array<{ run(): Promise<void> }> = [];
     for (let i = 0; i < options.clients; i += 1) {
-      const route: RouteName = i % 2 === 0 ? 'store' : 'plain';
+      // The SDK example has one route; a gateway run puts half the clients on each upstream.
+      const route: RouteName = targetName === 'sdk-example' || i % 2 === 0 ? 'store' : 'plain';
       const sdk = i % 3 === 0;
-      const name = `${sdk ? 'sdk' : 'raw'}${i + 1}-${route}`;
+      const name = `${sdk ? 'sdk' : 'raw'}${i + 1}-${targetName === 'sdk-example' ? 'example' : route}`;
       names.push(name);
       clients.push(sdk ? new SdkClientRunner(ctx, name, route, rng.fork(i)) : new RawClient(ctx, name, route, rng.fork(i)));
     }
     // Faults from 10% of the run (15 s at most) to its last stretch, which stays calm so streams can finish.
     const quiet = Math.min(options.durationMs * 0.15, 8_000);
-    const plan = planFaults(rng.fork(1_000_003), Math.min(options.durationMs * 0.1, 15_000), options.durationMs - quiet, options.meanFaultGapMs ?? 4_000);
-    say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed})`);
-    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say }, t0, faultStop.signal);
+    const plan = planFaults(rng.fork(1_000_003), Math.min(options.durationMs * 0.1, 15_000), options.durationMs - quiet, options.meanFaultGapMs ?? 4_000, selection);
+    say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed}; kinds ${selection.map((s) => `${s.kind}=${s.weight}`).join(', ')})`);
+    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap }, t0, faultStop.signal);
     const progress = setInterval(() => {
       const resumes = recorder.exchanges.filter((e) => e.method === 'GET' && e.cursor !== undefined).length;
       say(`  t=${((Date.now() - t0) / 1000).toFixed(0)}s calls=${recorder.calls.length} resumes=${resumes} log=${tap.stats.messages}`);
     }, 10_000);
     progress.unref();
-    const hardTimer = setTimeout(() => hardStop.abort(), options.durationMs + settleMs);
+    let hardStopAt: number | undefined;
+    const hardTimer = setTimeout(() => {
+      hardStopAt = Date.now();
+      hardStop.abort();
+    }, options.durationMs + settleMs);
     try {
       await Promise.all(clients.map((c, i) => c.run().finally(() => say(`  client ${names[i]} done at ${((Date.now() - t0) / 1000).toFixed(1)}s`))));
     } finally {
@@ -130,8 +178,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await sleep(1_000);
     await tap.stop();
 
-    const pages = await readPages(stack.cluster.urls, namespace, recorder, options.readPageBudgetMs ?? 30_000, say);
-    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, purged: tap.purged });
+    const lostSessions = new Set(tap.losses.flatMap((a) => a.lost.map((l) => l.key.split('/')[0] ?? '')));
+    const { pages, closed } = await readPages(stack.cluster.urls, namespace, recorder, options.readPageBudgetMs ?? 30_000, say, lostSessions);
+    // What a power loss took (not what a session close purged): out of the tap's copy, and a client
+    // that had one is judged by what it did next.
+    const lost = new Map<number, LogRecord>();
+    for (const account of tap.losses) {
+      for (const l of account.lost) {
+        if (isPurged(l, closed)) continue;
+        if (l.how === 'absent') tap.drop(l.key, l.record);
+        lost.set(l.record.pos, l.record);
+      }
+    }
+    const tools = targetName === 'sdk-example' ? SDK_EXAMPLE_TOOLS : UPSTREAM_TOOLS;
+    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, purged: tap.purged, lost, tools, hardStopAt });
+    const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed);
     const counts = tally(result);
     if (options.dumpPath !== undefined) {
       await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: [...tap.purged], violations: result.violations, streams: result.streams }));
@@ -157,7 +218,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       bump(callsByOutcome, `${call.clientKind} ${call.outcome}${code}${call.verdict === undefined ? '' : ` ${call.verdict}`}`);
     }
     const faultCounts: Record<string, number> = {};
-    for (const kind of Object.values(FaultKind)) faultCounts[kind] = 0;
+    for (const { kind } of selection) faultCounts[kind] = 0;
     for (const f of faultLog) if (f.ok) bump(faultCounts, f.kind);
     faultCounts['client_abort'] = recorder.clientFaults['client_abort'] ?? 0;
     faultCounts['slow_stream'] = recorder.clientFaults['slow_stream'] ?? 0;
@@ -165,12 +226,27 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const guardReports: Record<string, number> = {};
     for (const g of recorder.violations) bump(guardReports, g.code === 'explicit_refusal' ? `explicit_refusal ${g.verdict ?? '?'}` : g.code);
 
+    // Requests still open when the hard stop came: what a client was waiting on when its patience had no say.
+    const openAtHardStop: string[] = [];
+    if (hardStopAt !== undefined) {
+      for (const ex of recorder.exchanges) {
+        // Requests the abort itself set off (the SDK's cancellations) are not what anyone waited on.
+        if ((ex.endedAt !== undefined && ex.endedAt < hardStopAt - 100) || ex.startedAt >= hardStopAt - 100) continue;
+        openAtHardStop.push(
+          `${ex.client} #${ex.n} ${ex.method} ${ex.rpc?.method ?? ''}${ex.cursor === undefined ? '' : ` from ${ex.cursor}`} started at ${((ex.startedAt - t0) / 1000).toFixed(1)}s, status ${ex.status ?? 'none'}, ${ex.events.length} events, ${ex.end}`.replace(/ {2,}/g, ' '),
+        );
+      }
+    }
+    const natsProxies: Record<string, { connections: number; resets: number; refused: number }> = {};
+    for (const c of stack.natsClients) natsProxies[c.name] = { connections: c.proxy.stats.connections, resets: c.proxy.stats.resets, refused: c.proxy.stats.refused };
+
     return {
+      config: { ...stack.config, faults: selection },
       seed: options.seed,
       durationMs: options.durationMs,
       wallMs: Date.now() - began,
       clients: { raw: clients.length - Math.ceil(clients.length / 3), sdk: Math.ceil(clients.length / 3) },
-      machine: machine(),
+      machine: machine(stack.config.natsBin),
       streams: { total: result.streams.length, ...counts.streams },
       events: { delivered, logged: tap.stats.messages },
       resumes: { total: resumeTotal, delivering: resumesDelivering, byClient: resumesByClient, byOutcome: resumes },
@@ -183,6 +259,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       guardReports,
       cursorLosses: result.cursorLosses,
       logAnomalies: { total: result.logAnomalies.length, byKind: counts.logAnomalies, examples: result.logAnomalies.slice(0, EXAMPLES) },
+      powerLoss,
+      openAtHardStop,
+      writers: result.writers,
+      natsProxies,
       verification: { ...result.verification, tapMessages: tap.stats.messages, tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
     };
   } finally {
@@ -205,17 +285,33 @@ function resumeOutcome(status: number | undefined, verdict: string | undefined):
  * still alive: the log as the library reads it, to cross-check the tap and
  * to find any event the tap missed. Bounded by `budgetMs`.
  */
-async function readPages(servers: readonly string[], namespace: string, recorder: Recorder, budgetMs: number, say: (line: string) => void): Promise<Map<string, LogRecord[]>> {
+async function readPages(
+  servers: readonly string[],
+  namespace: string,
+  recorder: Recorder,
+  budgetMs: number,
+  say: (line: string) => void,
+  lostSessions: ReadonlySet<string>,
+): Promise<{ pages: Map<string, LogRecord[]>; closed: Set<string> }> {
   const pages = new Map<string, LogRecord[]>();
+  const closed = new Set<string>();
   const until = Date.now() + budgetMs;
   let log: SessionLog;
   try {
     log = await SessionLog.create({ servers, namespace, replicas: 3 });
   } catch (err) {
     say(`readPage cross-check skipped: ${(err as Error).message}`);
-    return pages;
+    return { pages, closed };
   }
   try {
+    // Sessions that held events a power loss took: closed ones were purged, whatever the loss did.
+    for (const session of lostSessions) {
+      try {
+        if ((await log.getSession(session))?.state !== 'active') closed.add(session);
+      } catch {
+        // Unknown: counted as lost, the stricter reading.
+      }
+    }
     const groups = [...groupByStream(recorder.exchanges).values()];
     const alive = new Map<string, boolean>();
     let next = 0;
@@ -232,7 +328,7 @@ async function readPages(servers: readonly string[], namespace: string, recorder
           const events = await log.readPage(group.session, group.stream, 0, 10_000);
           pages.set(
             group.key,
-            events.map((e) => ({ pos: e.pos, seq: e.seq, prev: e.prev, epoch: e.epoch, kind: e.kind, digest: digest(e.payload), endReason: e.endReason, upstreamId: e.upstreamId, response: responseOf(e.payload) })),
+            events.map((e) => ({ pos: e.pos, seq: e.seq, prev: e.prev, epoch: e.epoch, kind: e.kind, digest: digest(e.payload), endReason: e.endReason, upstreamId: e.upstreamId, writer: e.writer ?? '', response: responseOf(e.payload) })),
           );
         } catch {
           // A session closed meanwhile, or a read that failed: the tap still has it.
@@ -244,13 +340,13 @@ async function readPages(servers: readonly string[], namespace: string, recorder
   } finally {
     await log.close();
   }
-  return pages;
+  return { pages, closed };
 }
 
-function machine(): Record<string, string | number> {
+function machine(natsBin: string): Record<string, string | number> {
   let nats = 'unknown';
   try {
-    nats = execFileSync(findNatsServerBinary(), ['--version'], { encoding: 'utf8' }).trim();
+    nats = execFileSync(natsBin, ['--version'], { encoding: 'utf8' }).trim();
   } catch {
     // Reported as unknown.
   }

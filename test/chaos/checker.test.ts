@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { payloadChecks } from './checker.js';
+import { check, payloadChecks } from './checker.js';
 import type { StreamGroup } from './checker.js';
+import type { LogRecord } from './log-tap.js';
 import type { DeliveredEvent, Exchange } from './record.js';
-import { meaningOf } from './util.js';
+import { digest, meaningOf } from './util.js';
 
 // The payload rules of the chaos checker, on their own: what counts as a
 // silent repeat of a logging message on the GET stream.
@@ -36,5 +37,47 @@ describe('chaos checker: logging messages on the GET stream', () => {
   it('without call markers, only a restart at 1 counts as a new call', () => {
     expect(violations([[14, undefined], [8, undefined]])).toEqual(['payload_duplicate: logging message 8 after 14']);
     expect(violations([[14, undefined], [1, undefined]])).toEqual([]);
+  });
+});
+
+describe('chaos checker: chain and power-loss rules', () => {
+  const epoch = 'abcdefghij';
+  const stream = 'aaaaaaaa';
+  const rec = (pos: number, seq: number, prev: number, kind = 'event'): LogRecord => ({ pos, seq, prev, epoch, kind, digest: kind === 'prime' ? digest('') : `d${pos}`, endReason: undefined, upstreamId: undefined, writer: 'w' });
+  /** One fresh POST that delivered these events (seq, pos), its prime first. */
+  const post = (events: Array<[number, number]>): Exchange =>
+    ({
+      n: 1,
+      client: 'raw1',
+      clientKind: 'raw',
+      method: 'POST',
+      path: '/mcp',
+      sessionId: 's',
+      cursor: undefined,
+      rpc: undefined,
+      startedAt: 0,
+      endedAt: 1,
+      status: 200,
+      events: events.map(([seq, pos]) => ({ id: `${epoch}-${stream}-${seq}-${pos}`, hasData: seq !== 1, digest: seq === 1 ? digest('') : `d${pos}`, meaning: meaningOf('') })),
+      end: 'closed',
+    }) as unknown as Exchange;
+  const run = (ex: Exchange, log: LogRecord[], lost?: Map<number, LogRecord>) =>
+    check({ exchanges: [ex], calls: [], guardViolations: [], log: new Map([[`s/${stream}`, log]]), pages: new Map(), purged: new Set(), ...(lost === undefined ? {} : { lost }) });
+
+  it('an event whose logged predecessor is not the one the client got is a fork', () => {
+    const result = run(post([[1, 10], [2, 11], [3, 13]]), [rec(10, 1, 0, 'prime'), rec(11, 2, 10), rec(13, 3, 12)]);
+    expect(result.violations.map((v) => `${v.kind}: ${v.detail}`)).toEqual(["fork: the log chains seq 3 to pos 12, the client's previous event (or cursor) is at pos 11"]);
+  });
+
+  it('an event a power loss took after delivery is counted, not judged against what replaced it', () => {
+    const lostEvent = rec(11, 2, 10);
+    // After the loss the log holds another seq 2 (pos 20) and seq 3 chained to it.
+    const log = [rec(10, 1, 0, 'prime'), rec(20, 2, 10), rec(21, 3, 20)];
+    const clean = run(post([[1, 10], [2, 11]]), log, new Map([[11, lostEvent]]));
+    expect(clean.violations).toEqual([]);
+    expect(clean.verification.deliveredThenLost).toBe(1);
+    // A client that went on past the lost event without a verdict got a forked continuation.
+    const forked = run(post([[1, 10], [2, 11], [3, 21]]), log, new Map([[11, lostEvent]]));
+    expect(forked.violations.map((v) => v.kind)).toEqual(['fork']);
   });
 });

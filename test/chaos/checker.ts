@@ -25,6 +25,9 @@ import type { CallOutcome, DeliveredEvent, Exchange, GuardViolation } from './re
 import { bump } from './util.js';
 import type { Meaning } from './util.js';
 import { cursorLosses } from './cursor-loss.js';
+import { PATIENCE_ERROR } from './record.js';
+import { writerChecks } from './writers.js';
+import type { WriterScan } from './writers.js';
 
 export type StreamClass = 'complete' | 'explicit' | 'violation' | 'open' | 'unfinished';
 
@@ -62,7 +65,21 @@ export interface CheckInput {
   readonly pages: ReadonlyMap<string, readonly LogRecord[]>;
   /** Log positions the tap missed and that were purged before it could read them. */
   readonly purged: ReadonlySet<number>;
+  /** Acknowledged events a power loss took from the log, by position (`power-loss.ts`): a client that had one is not judged against what replaced it. */
+  readonly lost?: ReadonlyMap<number, LogRecord>;
+  /** The streaming tool and its result text. Default the test upstream's: `stream_progress`, `done <count>`. */
+  readonly tools?: ToolNames;
+  /** When the run's hard stop aborted every request, if it had to. */
+  readonly hardStopAt?: number | undefined;
 }
+
+/** The tool whose progress and result the checker follows, and the result text it must end with. */
+export interface ToolNames {
+  readonly progress: string;
+  readonly resultText: (count: number) => string;
+}
+
+export const UPSTREAM_TOOLS: ToolNames = { progress: 'stream_progress', resultText: (count) => `done ${count}` };
 
 export interface CheckResult {
   readonly streams: StreamReport[];
@@ -83,8 +100,13 @@ export interface CheckResult {
     readonly readPageMismatches: number;
     /** Holes in the tap's copy of a stream whose session was purged before the tap could fill them. */
     readonly tapGaps: number;
+    /** Delivered events a later power loss took from the log (see `CheckInput.lost`). */
+    readonly deliveredThenLost: number;
   };
+  /** The two-writer scan of every stream in the log (`writerChecks`). */
+  readonly writers: WriterScan;
 }
+
 
 export interface StreamGroup {
   readonly key: string;
@@ -106,7 +128,9 @@ export function check(input: CheckInput): CheckResult {
   const violations: Violation[] = [];
   const logAnomalies: Violation[] = [];
   const streams: StreamReport[] = [];
-  const verification = { eventsMatched: 0, foundByReadPage: 0, unverifiable: 0, readPageStreams: input.pages.size, readPageMismatches: 0, tapGaps: 0 };
+  const verification = { eventsMatched: 0, foundByReadPage: 0, unverifiable: 0, readPageStreams: input.pages.size, readPageMismatches: 0, tapGaps: 0, deliveredThenLost: 0 };
+  const tools = input.tools ?? UPSTREAM_TOOLS;
+  const writers: WriterScan = { streams: 0, takeovers: 0, reclaims: 0, violations: 0 };
 
   // The tap against readPage: the same events, wherever both hold one.
   for (const [key, page] of input.pages) {
@@ -122,6 +146,12 @@ export function check(input: CheckInput): CheckResult {
   }
 
   for (const [key, records] of input.log) logChecks(key, records, logAnomalies, input.purged, verification);
+  // Never two writers recorded in one stream: after a takeover the deposed writer appends nothing.
+  for (const [key, records] of input.log) {
+    const found = writerChecks(key, records, writers);
+    writers.violations += found.length;
+    violations.push(...found);
+  }
   // Two responses to one request in the log: the source of truth says the request both
   // succeeded and failed (e.g. a takeover that ignored the response the dead writer recorded).
   for (const [key, records] of input.log) {
@@ -211,6 +241,8 @@ export function check(input: CheckInput): CheckResult {
           if (event.meaning.t === 'empty') continue;
           v('fork', ex, event.id, undefined, 'a fresh GET began with a non-empty event instead of priming');
         }
+        const expectedBefore = expected;
+        const chainedFrom = lastPos;
         if (id.seq > expected) v('gap', ex, event.id, String(expected), `seq ${id.seq} delivered where ${expected} was due`);
         else if (id.seq < expected) v(seenHere.has(id.seq) ? 'duplicate' : 'reorder', ex, event.id, String(expected), `seq ${id.seq} delivered again where ${expected} was due`);
         else if (lastPos !== undefined && id.pos <= lastPos && lastPos !== 0) v('reorder', ex, event.id, undefined, `pos ${id.pos} not after ${lastPos}`);
@@ -218,14 +250,20 @@ export function check(input: CheckInput): CheckResult {
         expected = id.seq + 1;
         lastPos = id.pos;
 
+        const lostRecord = input.lost?.get(id.pos);
         const logged = bySeq.get(id.seq);
-        if (logged === undefined) {
+        if (lostRecord !== undefined && lostRecord.seq === id.seq && lostRecord.epoch === id.epoch && (lostRecord.kind === 'prime' ? event.meaning.t === 'empty' : lostRecord.digest === event.digest)) {
+          // Delivered, then lost from the log by a power loss: what the client does next is
+          // judged (a resume past it must be refused), not this event against what replaced it.
+          verification.deliveredThenLost += 1;
+        } else if (logged === undefined) {
           const known = input.log.has(group.key) || input.pages.has(group.key);
           if (known && !input.purged.has(id.pos)) v('not_in_log', ex, event.id, undefined, 'the log holds no event at this seq');
           else verification.unverifiable += 1;
         } else {
           if (logged.source === 'page') verification.foundByReadPage += 1;
           if (logged.record.pos !== id.pos || logged.record.epoch !== id.epoch) v('fork', ex, event.id, `pos ${logged.record.pos}`, `the log's event at seq ${id.seq} is at pos ${logged.record.pos}`);
+          else if (id.seq === expectedBefore && chainedFrom !== undefined && logged.record.prev !== chainedFrom) v('fork', ex, event.id, `prev ${chainedFrom}`, `the log chains seq ${id.seq} to pos ${logged.record.prev}, the client's previous event (or cursor) is at pos ${chainedFrom}`);
           else if (logged.record.kind === 'end') v('end_delivered', ex, event.id, undefined, 'an end marker reached a client');
           else if (logged.record.kind === 'prime' ? event.meaning.t !== 'empty' : logged.record.digest !== event.digest) v('fork', ex, event.id, undefined, "payload differs from the log's");
           else verification.eventsMatched += 1;
@@ -240,19 +278,19 @@ export function check(input: CheckInput): CheckResult {
 
     // Payload level: what the application reads, in log order.
     const ordered = [...union.entries()].sort((a, b) => a[0] - b[0]).map(([, e]) => e);
-    payloadChecks(group, opening, ordered, v);
+    payloadChecks(group, opening, ordered, v, tools);
 
     const call = opening === undefined ? undefined : callsByExchange.get(opening.exchange.n);
-    const outcome = classify(group, opening, ordered, call, found);
+    const outcome = classify(group, opening, ordered, call, found, input.hardStopAt);
     violations.push(...found);
     streams.push({ key: group.key, client: first.client, clientKind: first.clientKind, path: first.path, cls: outcome.cls, reason: outcome.reason, delivered: union.size, exchanges: group.exchanges.length });
   }
 
   // What the SDK application saw: a result means progress 1, 2, …, count, each once, in order.
   for (const call of input.calls) {
-    if (call.clientKind !== 'sdk' || call.outcome !== 'result' || call.tool !== 'stream_progress' || call.progress === undefined) continue;
+    if (call.clientKind !== 'sdk' || call.outcome !== 'result' || call.tool !== tools.progress || call.progress === undefined) continue;
     const exact = call.progress.length === call.count && call.progress.every((p, i) => p === i + 1);
-    if (exact && call.text === `done ${call.count}`) continue;
+    if (exact && call.text === tools.resultText(call.count)) continue;
     violations.push({
       kind: 'sdk_progress',
       client: call.client,
@@ -271,7 +309,7 @@ export function check(input: CheckInput): CheckResult {
     if (g.code === 'explicit_refusal') continue;
     violations.push({ kind: `guard_${g.code}`, client: g.client, session: '', stream: '', exchange: undefined, cursor: g.lastEventId, eventId: g.eventId, expected: g.expectedEventId, detail: g.message });
   }
-  return { streams, violations, logAnomalies, cursorLosses: losses.counts, verification };
+  return { streams, violations, logAnomalies, cursorLosses: losses.counts, verification, writers };
 }
 
 /** Exchanges by the stream they carried (from the cursor, or the first decodable id). */
@@ -348,7 +386,7 @@ function logChecks(key: string, records: readonly LogRecord[], out: Violation[],
 type Report = (kind: string, ex: Exchange | undefined, eventId: string | undefined, expected: string | undefined, detail: string) => void;
 
 /** Progress 1, 2, 3… without repeats or holes; one response per request (exported for its own test). */
-export function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report): void {
+export function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report, tools: ToolNames = UPSTREAM_TOOLS): void {
   const progress = new Map<string, number>();
   const responses = new Map<string, string>();
   /** The last logging message seen on stream 0, and the call that sent it. */
@@ -372,11 +410,11 @@ export function payloadChecks(group: StreamGroup, opening: Opening | undefined, 
       lastLog = { seq: m.seq, call: m.call };
     }
   }
-  if (opening?.tool === 'stream_progress' && opening.rpcId !== undefined) {
+  if (opening?.tool === tools.progress && opening.rpcId !== undefined && opening.count !== undefined) {
     const response = ordered.find((e) => e.event.meaning.t === 'response' && e.event.meaning.id === opening.rpcId)?.event.meaning;
     if (response?.t === 'response' && response.ok) {
       const got = [...progress.values()][0] ?? 0;
-      if (got !== opening.count || response.text !== `done ${opening.count}`) v('incomplete_result', opening.exchange, undefined, String(opening.count), `result "${response.text}" after ${got} progress events`);
+      if (got !== opening.count || response.text !== tools.resultText(opening.count)) v('incomplete_result', opening.exchange, undefined, String(opening.count), `result "${response.text}" after ${got} progress events`);
     }
   }
 }
@@ -387,6 +425,7 @@ function classify(
   ordered: readonly { event: DeliveredEvent }[],
   call: CallOutcome | undefined,
   found: readonly Violation[],
+  hardStopAt: number | undefined,
 ): { cls: StreamClass; reason: string | undefined } {
   if (found.length > 0) return { cls: 'violation', reason: [...new Set(found.map((f) => f.kind))].join(',') };
   if (group.stream === '0') return { cls: 'open', reason: undefined };
@@ -410,6 +449,15 @@ function classify(
   // A client still trying when its call ended is unfinished; one that had stopped asking long before is stalled.
   const lastActivity = Math.max(...group.exchanges.map((ex) => ex.endedAt ?? ex.startedAt));
   const stalled = call !== undefined && call.at - lastActivity > 5_000;
+  // A response still open when the client gave up or the run's hard stop came, that had sent
+  // nothing (no event, no end) for 10 s before: the server hung it, and told the client nothing.
+  const hung = group.exchanges.find((ex) => {
+    if (ex.status !== 200) return false;
+    const openAtHardStop = hardStopAt !== undefined && (ex.endedAt === undefined || ex.endedAt >= hardStopAt - 100);
+    if (!openAtHardStop && ex.error !== PATIENCE_ERROR) return false;
+    return (ex.endedAt ?? hardStopAt ?? 0) - (ex.lastEventAt ?? ex.startedAt) > 10_000;
+  });
+  if (hung !== undefined) return { cls: 'unfinished', reason: `${call?.outcome ?? 'no-outcome'} (hung: a response still open had sent nothing for over 10s when the client gave up)` };
   return { cls: 'unfinished', reason: `${call?.outcome ?? 'no-outcome'}${stalled ? ' (stalled: no request for the stream in its last 5s)' : ''}` };
 }
 

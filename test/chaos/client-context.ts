@@ -12,6 +12,21 @@ export type RouteName = keyof typeof Routes;
 
 export const PROTOCOL_VERSION = '2025-11-25';
 
+/** What the clients drive: the gateways in front of the test upstreams, or the SDK example's fleet. */
+export interface TargetShape {
+  /** The MCP path of each route on the balancer. */
+  readonly paths: Readonly<Record<RouteName, string>>;
+  /** The streaming tool: progress 1..count on the request's token, then its result. */
+  readonly progressTool: string;
+  /** Whether the server has `notify_standalone` (logging messages on the GET stream). */
+  readonly standalone: boolean;
+}
+
+/** The gateways: `stream_progress` and `notify_standalone` of the test upstreams, on both routes. */
+export const GATEWAY_TARGET: TargetShape = { paths: Routes, progressTool: 'stream_progress', standalone: true };
+/** The SDK example (`examples/sdk-server`): `stream {count, delayMs}` at `/mcp`; nothing writes to its GET stream. */
+export const SDK_EXAMPLE_TARGET: TargetShape = { paths: { store: '/mcp', plain: '/mcp' }, progressTool: 'stream', standalone: false };
+
 /**
  * Producer pacing of the `stream_progress` tool. At least 2 ms: the SDK's
  * example InMemoryEventStore orders events by `Date.now()` as text, so two
@@ -36,6 +51,8 @@ export interface ClientContext {
   readonly slowStreams: Map<string, number>;
   /** Shape of the load. */
   readonly load: LoadShape;
+  /** Paths and tools of what runs behind the balancer. */
+  readonly target: TargetShape;
 }
 
 /** Knobs of the client load; `defaultLoad` is what the CLI uses. */

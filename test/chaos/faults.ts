@@ -1,12 +1,16 @@
 /**
  * The fault schedule: planned up front from the seed (kinds, times, targets),
  * so a run can be repeated, then executed against the stack. The first pass
- * fires every kind once, in a seeded order, early enough that even a short
- * run sees all of them; later faults are drawn at random with weights.
- * Faults on one component run one at a time (one gateway down at a time, one
- * NATS node down at a time); different components overlap freely.
+ * fires every selected kind once, in a seeded order, early enough that even
+ * a short run sees all of them; later faults are drawn at random with
+ * weights. Faults on one component run one at a time (one gateway down at a
+ * time, one NATS fault at a time); different components overlap freely.
+ * Every fault ends by itself: a stopped node is continued and a frozen proxy
+ * thawed in a `finally`, also when the run aborts.
  */
 import type { NatsCluster } from '@tether/testing';
+import type { LogTap } from './log-tap.js';
+import type { PowerLossAccount } from './power-loss.js';
 import type { ChaosStack, UpstreamName } from './stack.js';
 import { sleep } from './util.js';
 import type { Rng } from '../shared/random.js';
@@ -18,21 +22,66 @@ export const FaultKind = {
   upstreamRestart: 'upstream_restart',
   connectionCut: 'connection_cut_all',
   slowClient: 'slow_client',
+  /** SIGKILL of every NATS node at once, then all restarted on their store dirs (Jepsen's power loss, as far as a process kill goes). */
+  natsPowerLoss: 'nats_power_loss',
+  /** One NATS client process (gateway, session-log service or SDK instance) cut off from NATS by its proxy: frozen, or reset. */
+  gatewayNatsCut: 'gateway_nats_cut',
+  /** SIGSTOP of one NATS node, SIGCONT after a seeded time. */
+  natsNodeStop: 'nats_node_stop',
 } as const;
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind];
 
-const ALL_KINDS: readonly FaultKind[] = Object.values(FaultKind);
+/** The kinds a run has without `--faults`, in the order the first pass shuffles them (today's schedule, draw for draw). */
+export const DEFAULT_KINDS: readonly FaultKind[] = ['gateway_sigkill', 'gateway_sigterm_drain', 'nats_node_kill', 'upstream_restart', 'connection_cut_all', 'slow_client'];
 /** Spacing of the first pass (every kind once) in a long run. */
 const FIRST_PASS_STEP_MS = 8_000;
-/** How often each kind is drawn after the first pass. */
-const WEIGHTS: Readonly<Record<FaultKind, number>> = {
+/** How often each kind is drawn after the first pass, unless a run says otherwise. */
+export const DEFAULT_WEIGHTS: Readonly<Record<FaultKind, number>> = {
   gateway_sigkill: 3,
   gateway_sigterm_drain: 1,
   nats_node_kill: 1,
   upstream_restart: 1,
   connection_cut_all: 3,
   slow_client: 3,
+  nats_power_loss: 0.5,
+  gateway_nats_cut: 2,
+  nats_node_stop: 1,
 };
+
+/** The kinds of a run, with their weights, in schedule order. */
+export type FaultSelection = ReadonlyArray<{ readonly kind: FaultKind; readonly weight: number }>;
+
+export const DEFAULT_SELECTION: FaultSelection = DEFAULT_KINDS.map((kind) => ({ kind, weight: DEFAULT_WEIGHTS[kind] }));
+
+/**
+ * `--faults`: comma-separated `kind[=weight]`; `default` stands for today's
+ * six kinds with their weights, `all` for every kind. A kind named twice
+ * keeps its last weight; weight 0 keeps it out of the random draws but in
+ * the first pass. `unavailable` kinds (e.g. `upstream_restart` without
+ * upstreams) are dropped from `default` and `all` and refused when named.
+ *
+ * @throws Error naming the bad part
+ */
+export function parseFaultSelection(spec: string, unavailable: ReadonlySet<FaultKind> = new Set()): FaultSelection {
+  const out = new Map<FaultKind, number>();
+  const kinds = new Set<string>(Object.values(FaultKind));
+  for (const part of spec.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+    const [name = '', weightText] = part.split('=');
+    if (name === 'default' || name === 'all') {
+      if (weightText !== undefined) throw new Error(`--faults: ${name} takes no weight`);
+      for (const kind of name === 'default' ? DEFAULT_KINDS : (Object.values(FaultKind) as FaultKind[])) if (!unavailable.has(kind)) out.set(kind, DEFAULT_WEIGHTS[kind]);
+      continue;
+    }
+    if (!kinds.has(name)) throw new Error(`--faults: unknown fault kind ${JSON.stringify(name)}; kinds: ${[...kinds].join(', ')}, or default, all`);
+    const kind = name as FaultKind;
+    if (unavailable.has(kind)) throw new Error(`--faults: ${kind} is not available with this target`);
+    const weight = weightText === undefined ? DEFAULT_WEIGHTS[kind] : Number(weightText);
+    if (!(Number.isFinite(weight) && weight >= 0 && weight <= 100)) throw new Error(`--faults: the weight of ${kind} must be a number from 0 to 100, got ${JSON.stringify(weightText)}`);
+    out.set(kind, weight);
+  }
+  if (out.size === 0) throw new Error('--faults: no fault kind selected');
+  return [...out].map(([kind, weight]) => ({ kind, weight }));
+}
 
 export interface PlannedFault {
   readonly atMs: number;
@@ -54,14 +103,17 @@ export interface FaultRecord {
 }
 
 /**
- * Plans faults over `[startMs, endMs]` of the run: every kind once, about
- * 8 s apart (closer in a short run: within the first 60% of the window),
- * then one every `meanGapMs` on average until the end.
+ * Plans faults over `[startMs, endMs]` of the run: every selected kind
+ * once, about 8 s apart (closer in a short run: within the first 60% of the
+ * window), then one every `meanGapMs` on average until the end, drawn by
+ * weight. The default selection plans exactly what it did before `--faults`.
  */
-export function planFaults(rng: Rng, startMs: number, endMs: number, meanGapMs: number): PlannedFault[] {
+export function planFaults(rng: Rng, startMs: number, endMs: number, meanGapMs: number, selection: FaultSelection = DEFAULT_SELECTION): PlannedFault[] {
   const plan: PlannedFault[] = [];
-  const firstPassEnd = startMs + Math.min((endMs - startMs) * 0.6, ALL_KINDS.length * FIRST_PASS_STEP_MS);
-  const kinds = [...ALL_KINDS];
+  const selected = selection.map((s) => s.kind);
+  const weights = new Map(selection.map((s) => [s.kind, s.weight]));
+  const firstPassEnd = startMs + Math.min((endMs - startMs) * 0.6, selected.length * FIRST_PASS_STEP_MS);
+  const kinds = [...selected];
   for (let i = kinds.length - 1; i > 0; i -= 1) {
     const j = rng.int(0, i);
     [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
@@ -71,14 +123,15 @@ export function planFaults(rng: Rng, startMs: number, endMs: number, meanGapMs: 
     plan.push({ atMs: Math.round(startMs + step * i + rng.next() * step * 0.5), kind, target: rng.int(0, 1_000), downMs: downTime(rng, kind) });
   }
   let t = firstPassEnd;
-  const total = ALL_KINDS.reduce((sum, k) => sum + WEIGHTS[k], 0);
+  const total = selected.reduce((sum, k) => sum + (weights.get(k) ?? 0), 0);
   for (;;) {
+    if (total <= 0) break;
     t += -Math.log(1 - rng.next()) * meanGapMs;
     if (t >= endMs) break;
     let draw = rng.next() * total;
-    let kind: FaultKind = ALL_KINDS[0]!;
-    for (const k of ALL_KINDS) {
-      draw -= WEIGHTS[k];
+    let kind: FaultKind = selected.find((k) => (weights.get(k) ?? 0) > 0)!;
+    for (const k of selected) {
+      draw -= weights.get(k) ?? 0;
       if (draw < 0) {
         kind = k;
         break;
@@ -97,6 +150,13 @@ function downTime(rng: Rng, kind: FaultKind): number {
       return rng.int(1_000, 4_000);
     case 'upstream_restart':
       return rng.int(100, 1_000);
+    case 'nats_power_loss':
+      return rng.int(500, 3_000);
+    case 'gateway_nats_cut':
+      // Below and above --writer-silence (3 s): a short cut is waited out, a long one loses its streams.
+      return rng.int(1_000, 8_000);
+    case 'nats_node_stop':
+      return rng.int(1_000, 6_000);
     default:
       return 0;
   }
@@ -110,7 +170,14 @@ export interface FaultTargets {
   readonly slowStreams: Map<string, number>;
   /** Progress lines (the CLI prints them). */
   readonly say: (line: string) => void;
+  /** The checker's log tap: a power loss asks it what was acknowledged, and to re-check the log after the restart. */
+  readonly tap?: LogTap;
 }
+
+/** How far back a power loss's accounting re-checks the log: the default `sync_interval` (2 min), at most this many positions. */
+const LOSS_WINDOW_MS = 120_000;
+const LOSS_WINDOW_POSITIONS = 200_000;
+const LOSS_RESYNC_TIMEOUT_MS = 30_000;
 
 /** Runs the plan from `t0` until it is done or `signal` aborts; every restart is finished before it resolves. */
 export async function runFaults(plan: readonly PlannedFault[], targets: FaultTargets, t0: number, signal: AbortSignal): Promise<FaultRecord[]> {
@@ -128,12 +195,12 @@ export async function runFaults(plan: readonly PlannedFault[], targets: FaultTar
     if (signal.aborted) break;
     const record: FaultRecord = { kind: fault.kind, plannedAtMs: fault.atMs, startedAtMs: 0, endedAtMs: undefined, target: '', ok: false, detail: '' };
     records.push(record);
-    const lock = fault.kind === 'gateway_sigkill' || fault.kind === 'gateway_sigterm_drain' ? 'gateway' : fault.kind === 'nats_node_kill' ? 'nats' : fault.kind === 'upstream_restart' ? `upstream-${fault.target % 2}` : `free-${records.length}`;
+    const lock = lockOf(fault, records.length);
     running.push(
       exclusive(lock, async () => {
         record.startedAtMs = Date.now() - t0;
         try {
-          await execute(fault, record, targets);
+          await execute(fault, record, targets, signal);
           record.ok = true;
         } catch (err) {
           record.detail = `${record.detail} failed: ${(err as Error).message}`.trim();
@@ -148,11 +215,29 @@ export async function runFaults(plan: readonly PlannedFault[], targets: FaultTar
   return records;
 }
 
-async function execute(fault: PlannedFault, record: FaultRecord, { stack, clients, slowStreams }: FaultTargets): Promise<void> {
+/** Faults on one component run one at a time: gateways (and their NATS cuts), NATS, each upstream. */
+function lockOf(fault: PlannedFault, n: number): string {
+  switch (fault.kind) {
+    case 'gateway_sigkill':
+    case 'gateway_sigterm_drain':
+    case 'gateway_nats_cut':
+      return 'gateway';
+    case 'nats_node_kill':
+    case 'nats_power_loss':
+    case 'nats_node_stop':
+      return 'nats';
+    case 'upstream_restart':
+      return `upstream-${fault.target % 2}`;
+    default:
+      return `free-${n}`;
+  }
+}
+
+async function execute(fault: PlannedFault, record: FaultRecord, { stack, clients, slowStreams, tap }: FaultTargets, signal: AbortSignal): Promise<void> {
   switch (fault.kind) {
     case 'gateway_sigkill': {
       const slot = fault.target % stack.gateways.length;
-      (record as { target: string }).target = `gw${slot + 1}`;
+      (record as { target: string }).target = stack.gateways[slot]!.name;
       await stack.killGateway(slot);
       await sleep(fault.downMs);
       await stack.startGateway(slot);
@@ -161,7 +246,7 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
     }
     case 'gateway_sigterm_drain': {
       const slot = fault.target % stack.gateways.length;
-      (record as { target: string }).target = `gw${slot + 1}`;
+      (record as { target: string }).target = stack.gateways[slot]!.name;
       const exit = await stack.drainGateway(slot);
       record.detail = `drained in ${exit.ms}ms (exit ${exit.code ?? exit.signal})`;
       await stack.startGateway(slot);
@@ -185,8 +270,9 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
     case 'upstream_restart': {
       const name: UpstreamName = fault.target % 2 === 0 ? 'store' : 'plain';
       (record as { target: string }).target = `upstream-${name}`;
+      const began = Date.now();
       await stack.restartUpstream(name, fault.downMs);
-      record.detail = `down ${fault.downMs}ms`;
+      record.detail = `down ${fault.downMs}ms, serving again after ${Date.now() - began}ms`;
       return;
     }
     case 'connection_cut_all': {
@@ -201,7 +287,66 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       record.detail = 'next 2 calls at 1/20 of the producer rate';
       return;
     }
+    case 'nats_node_stop': {
+      // Like the kills: two in three stop the log stream's leader.
+      const leader = fault.target % 3 === 0 ? undefined : await streamLeaderIndex(stack.cluster, stack.streamName);
+      const index = leader ?? fault.target % stack.cluster.servers.length;
+      const node = stack.cluster.servers[index]!;
+      const role = await roleOf(stack.cluster, index, stack.streamName);
+      (record as { target: string }).target = `nats${index + 1}`;
+      const began = Date.now();
+      try {
+        await node.freeze();
+        await sleep(fault.downMs, signal);
+      } finally {
+        // Always continued: on an abort, an error, or a stop that half happened.
+        await node.thaw();
+      }
+      record.detail = `${role}, SIGSTOP for ${Date.now() - began}ms (planned ${fault.downMs}ms), then SIGCONT`;
+      return;
+    }
+    case 'nats_power_loss': {
+      (record as { target: string }).target = 'all nats nodes';
+      const mark = tap?.markBeforeLoss(LOSS_WINDOW_MS, LOSS_WINDOW_POSITIONS);
+      await Promise.all(stack.cluster.servers.map((node) => node.kill()));
+      await sleep(fault.downMs);
+      const began = Date.now();
+      await Promise.all(stack.cluster.servers.map((node) => node.restart()));
+      const back = Date.now() - began;
+      let account: PowerLossAccount | undefined;
+      if (mark !== undefined && tap !== undefined) account = await tap.resyncAfterLoss(mark, LOSS_RESYNC_TIMEOUT_MS);
+      record.detail = `${stack.cluster.servers.length} nodes SIGKILLed at once, down ${fault.downMs}ms, all back in ${back}ms${account === undefined ? '' : `; ${describeAccount(account)}`}`;
+      return;
+    }
+    case 'gateway_nats_cut': {
+      const slots = stack.natsClients;
+      if (slots.length === 0) throw new Error('no NATS proxies in this stack (the harness starts them when gateway_nats_cut is selected)');
+      const slot = slots[fault.target % slots.length]!;
+      (record as { target: string }).target = slot.name;
+      // One in four resets the connections (the client sees them die and reconnects), the others freeze them.
+      if (Math.floor(fault.target / slots.length) % 4 === 3) {
+        const n = slot.proxy.reset(fault.downMs);
+        await sleep(fault.downMs, signal);
+        record.detail = `reset ${n} connections, refused new ones for ${fault.downMs}ms`;
+        return;
+      }
+      const began = Date.now();
+      const open = slot.proxy.open;
+      try {
+        slot.proxy.freeze();
+        await sleep(fault.downMs, signal);
+      } finally {
+        slot.proxy.thaw();
+      }
+      record.detail = `froze ${open} connections for ${Date.now() - began}ms (planned ${fault.downMs}ms), then forwarded again`;
+      return;
+    }
   }
+}
+
+function describeAccount(a: PowerLossAccount): string {
+  const overwritten = a.lost.filter((l) => l.how === 'overwritten').length;
+  return `log: ${a.acked} acknowledged events in positions ${a.mark.fromPos}-${a.mark.lastPos}, ${a.survived} found again, ${a.lost.length} gone (${overwritten} overwritten, ${a.lost.length - overwritten} absent), ${a.unchecked} unchecked; last position after the restart ${a.lastPosAfterRestart ?? '?'}`;
 }
 
 /** Which JetStream roles a node holds right now (meta leader, leader of the log stream or a bucket), from its monitor port. */
@@ -230,7 +375,7 @@ async function roleOf(cluster: NatsCluster, index: number, streamName: string): 
 }
 
 /** Index of the node leading the log stream, from any node's monitor port. */
-async function streamLeaderIndex(cluster: NatsCluster, streamName: string): Promise<number | undefined> {
+export async function streamLeaderIndex(cluster: NatsCluster, streamName: string): Promise<number | undefined> {
   for (const node of cluster.servers) {
     try {
       const res = await fetch(`http://127.0.0.1:${node.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });

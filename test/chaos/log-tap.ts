@@ -17,6 +17,8 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { LogHeader } from '@tether/protocol';
+import { compareWindow } from './power-loss.js';
+import type { Held, LossMark, PowerLossAccount } from './power-loss.js';
 import { digest, meaningOf, sleep } from './util.js';
 
 /** One stored log message, as the tap read it. */
@@ -30,6 +32,8 @@ export interface LogRecord {
   readonly digest: string;
   readonly endReason: string | undefined;
   readonly upstreamId: string | undefined;
+  /** `Tether-Writer`: the process incarnation that appended it ('' for none, e.g. a session's first GET prime). */
+  readonly writer?: string | undefined;
   /** For a JSON-RPC response: its id (JSON) and whether it is a result. */
   readonly response?: { readonly id: string; readonly ok: boolean } | undefined;
 }
@@ -42,6 +46,25 @@ export interface LogTap {
   readonly stats: { messages: number; rebuilds: number; lastPos: number; holesFilled: number; holesPurged: number; leaderCopies: number; replicaMismatches: number };
   /** Positions the tap missed and found gone when it looked them up (purged with their session). */
   readonly purged: ReadonlySet<number>;
+  /** One account per power loss (`markBeforeLoss`, then `resyncAfterLoss`). */
+  readonly losses: readonly PowerLossAccount[];
+  /**
+   * Just before every node is SIGKILLed: the highest position the tap saw
+   * acknowledged (its consumer or the leader's republish), and where the
+   * window to re-check starts (`windowMs` back, after the previous mark, at
+   * most `maxPositions` back).
+   */
+  markBeforeLoss(windowMs: number, maxPositions: number): LossMark;
+  /**
+   * After every node is back: re-reads the log from the mark's window start,
+   * compares each position with what the tap held there, puts what the log
+   * holds now in its copy, and returns the account. Positions the re-read
+   * skipped are looked up one by one; what `timeoutMs` leaves uncompared is
+   * counted `unchecked`.
+   */
+  resyncAfterLoss(mark: LossMark, timeoutMs: number): Promise<PowerLossAccount>;
+  /** Takes an event the log lost (absent after a power loss, its session still open) out of the tap's copy. */
+  drop(key: string, record: LogRecord): void;
   /** Waits (bounded) until the tap has read everything stored so far, then stops. */
   stop(timeoutMs?: number): Promise<void>;
 }
@@ -67,6 +90,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
       if (!Number.isSafeInteger(pos) || session === undefined || stream === undefined) return;
       const record = toRecord(pos, msg.headers, msg.data);
       const key = `${session}/${stream}`;
+      leaderMaxPos = Math.max(leaderMaxPos, pos);
       const bySeq = leader.get(key) ?? new Map<number, LogRecord>();
       if (bySeq.size === 0) leader.set(key, bySeq);
       bySeq.set(record.seq, record);
@@ -78,23 +102,70 @@ export async function startLogTap(servers: readonly string[], streamName: string
   const holes: number[] = [];
   const purged = new Set<number>();
   const stopSignal = new AbortController();
+  /** Every position recorded: a message is never recorded twice (re-reads, holes filled late). */
+  const recorded = new Set<number>();
+  const losses: PowerLossAccount[] = [];
+  let leaderMaxPos = 0;
+  /** (time, highest position seen), about once a second: where a loss window starts. */
+  const samples: Array<{ at: number; pos: number }> = [];
+  const sampler = setInterval(() => {
+    samples.push({ at: Date.now(), pos: Math.max(stats.lastPos, leaderMaxPos) });
+    if (samples.length > 900) samples.splice(0, samples.length - 900);
+  }, 1_000);
+  sampler.unref();
+  let lastMarkPos = 0;
+  /** A re-read after a power loss: the consumer restarts at `from`, and what it reads up to `to` is collected, not recorded. */
+  let resync: { readonly from: number; readonly to: number; readonly reread: Map<number, Held>; started: boolean; reached: boolean } | undefined;
+  let rebuildFrom: number | undefined;
+
+  const keyOf = (subject: string): string | undefined => {
+    if (!subject.startsWith(prefix)) return undefined;
+    const [session, stream] = subject.slice(prefix.length).split('.');
+    return session === undefined || stream === undefined ? undefined : `${session}/${stream}`;
+  };
+  const drop = (key: string, r: LogRecord): void => {
+    const list = streams.get(key);
+    const i = list?.indexOf(r) ?? -1;
+    if (list !== undefined && i >= 0) list.splice(i, 1);
+    const copy = leader.get(key)?.get(r.seq);
+    if (copy?.pos === r.pos) leader.get(key)?.delete(r.seq);
+  };
+  const push = (key: string, r: LogRecord): void => {
+    const list = streams.get(key) ?? [];
+    if (list.length === 0) streams.set(key, list);
+    list.push(r);
+    recorded.add(r.pos);
+  };
 
   const record = (subject: string, pos: number, headers: { get(name: string): string } | undefined, data: Uint8Array): void => {
     if (!stopped) stats.lastPos = Math.max(stats.lastPos, pos);
+    const key = keyOf(subject);
+    const r = resync;
+    if (r !== undefined && pos >= r.from && pos <= r.to) {
+      r.reread.set(pos, { key, record: toRecord(pos, headers, data) });
+      if (pos === r.to) r.reached = true;
+      return;
+    }
+    if (r !== undefined && pos > r.to) r.reached = true;
+    // A rebuilt reader starts after the last position it saw, a re-read at an older one: never twice the same message.
+    if (recorded.has(pos)) return;
     stats.messages += 1;
-    if (!subject.startsWith(prefix)) return;
-    const [session, stream] = subject.slice(prefix.length).split('.');
-    if (session === undefined || stream === undefined) return;
-    const key = `${session}/${stream}`;
-    const list = streams.get(key) ?? [];
-    if (list.length === 0) streams.set(key, list);
-    // A rebuilt reader starts after the last position it saw: never twice the same message.
-    list.push(toRecord(pos, headers, data));
+    if (key === undefined) {
+      recorded.add(pos);
+      return;
+    }
+    push(key, toRecord(pos, headers, data));
   };
 
   const loop = (async () => {
     while (!stopped) {
       let name: string | undefined;
+      if (rebuildFrom !== undefined) {
+        // A re-read after a power loss: start over at the window's first position.
+        stats.lastPos = rebuildFrom - 1;
+        rebuildFrom = undefined;
+        if (resync !== undefined) resync.started = true;
+      }
       try {
         const info = await jsm.consumers.add(streamName, {
           deliver_policy: stats.lastPos === 0 ? DeliverPolicy.All : DeliverPolicy.StartSequence,
@@ -106,7 +177,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
         });
         name = info.name;
         const consumer = js.consumers.getConsumerFromInfo(info);
-        while (!stopped) {
+        while (!stopped && rebuildFrom === undefined) {
           const batch = await consumer.fetch({ max_messages: 1_000, expires: 1_000 });
           let got = 0;
           let pending = -1;
@@ -117,11 +188,15 @@ export async function startLogTap(servers: readonly string[], streamName: string
             // Deliveries of an unacknowledged consumer are lost while our connection
             // moves to another node, and positions of purged sessions are gone: holes
             // are looked up one by one when the tap stops.
-            for (let pos = stats.lastPos + 1; pos < msg.seq && holes.length < MAX_HOLES; pos += 1) holes.push(pos);
+            for (let pos = stats.lastPos + 1; pos < msg.seq && holes.length < MAX_HOLES; pos += 1) if (!recorded.has(pos) && (resync === undefined || pos > resync.to)) holes.push(pos);
             record(msg.subject, msg.seq, msg.headers, msg.data);
           }
           // Nothing more stored than what we hold (right now): the tap is caught up.
-          if (got === 0 || pending === 0) caughtUpAt = Date.now();
+          if (got === 0 || pending === 0) {
+            caughtUpAt = Date.now();
+            // A re-read that has read all there is: the log ends before (or at) the mark.
+            if (resync?.started === true && pending === 0) resync.reached = true;
+          }
         }
       } catch {
         if (stopped) break;
@@ -137,10 +212,71 @@ export async function startLogTap(servers: readonly string[], streamName: string
     streams,
     stats,
     purged,
+    losses,
+    markBeforeLoss(windowMs, maxPositions) {
+      const at = Date.now();
+      const lastPos = Math.max(stats.lastPos, leaderMaxPos);
+      const back = [...samples].reverse().find((x) => x.at <= at - windowMs)?.pos ?? 0;
+      const fromPos = Math.max(1, lastMarkPos + 1, back + 1, lastPos - maxPositions + 1);
+      lastMarkPos = lastPos;
+      return { at, lastPos, fromPos };
+    },
+    drop,
+    async resyncAfterLoss(mark, timeoutMs) {
+      const until = Date.now() + timeoutMs;
+      // What was acknowledged in the window: the consumer's copy, and the leader's
+      // republished copy of what the consumer had not read before the kill.
+      const held = new Map<number, Held>();
+      for (const [key, list] of streams) for (const r of list) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos) held.set(r.pos, { key, record: r });
+      for (const [key, bySeq] of leader) for (const r of bySeq.values()) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos && !held.has(r.pos)) held.set(r.pos, { key, record: r });
+      const account: PowerLossAccount = { mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined };
+      for (const h of held.values()) if (h.key !== undefined) account.acked += 1;
+      losses.push(account);
+      if (mark.lastPos < mark.fromPos) return account;
+      const r = { from: mark.fromPos, to: mark.lastPos, reread: new Map<number, Held>(), started: false, reached: false };
+      resync = r;
+      rebuildFrom = mark.fromPos;
+      try {
+        account.lastPosAfterRestart = (await jsm.streams.info(streamName)).state.last_seq;
+      } catch {
+        // Unknown: the account says so.
+      }
+      while (!r.reached && Date.now() < until && !stopped) await sleep(100);
+      if (resync === r) resync = undefined;
+      // Positions the re-read did not deliver (a delivery lost while the consumer's node
+      // changed, or nothing there): asked of the stream one by one.
+      const found = new Map<number, Held | null>(r.reread);
+      for (const pos of held.keys()) {
+        if (found.has(pos) || Date.now() >= until) continue;
+        try {
+          const msg = await jsm.streams.getMessage(streamName, { seq: pos });
+          found.set(pos, msg === null ? null : { key: keyOf(msg.subject), record: toRecord(msg.seq, msg.header, msg.data) });
+        } catch (err) {
+          if (/no message found|not found/i.test(String((err as Error).message))) found.set(pos, null);
+        }
+      }
+      const result = compareWindow(held, found);
+      account.survived = result.survived;
+      account.lost = result.lost;
+      account.unchecked = result.unchecked;
+      // The tap's copy follows the log as it is now: what another message replaced goes out now, what
+      // replaced it comes in. An absent event stays until the run's end tells a loss (`drop`) from a purge.
+      for (const l of result.lost) if (l.how === 'overwritten') drop(l.key, l.record);
+      for (const a of result.added) {
+        if (a.key === undefined) continue;
+        const list = streams.get(a.key);
+        if (list?.some((x) => x.pos === a.pos) === true) continue;
+        stats.messages += 1;
+        push(a.key, a.record);
+      }
+      for (const [pos, h] of found) if (h !== null) recorded.add(pos);
+      return account;
+    },
     async stop(timeoutMs = 15_000) {
       const askedAt = Date.now();
       while (caughtUpAt <= askedAt && Date.now() < askedAt + timeoutMs) await sleep(100);
       stopped = true;
+      clearInterval(sampler);
       stopSignal.abort();
       await Promise.race([loop, sleep(3_000)]);
       for (const pos of holes) {
@@ -152,6 +288,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
             purged.add(pos);
             continue;
           }
+          if (recorded.has(msg.seq)) continue;
           record(msg.subject, msg.seq, msg.header, msg.data);
           stats.holesFilled += 1;
         } catch (err) {
@@ -194,6 +331,7 @@ function toRecord(pos: number, headers: { get(name: string): string } | undefine
     digest: digest(data),
     endReason: h(LogHeader.endReason) || undefined,
     upstreamId: h(LogHeader.upstreamId) || undefined,
+    writer: h(LogHeader.writer),
     response: responseOf(data),
   };
 }

@@ -5,9 +5,9 @@
  * recording exactly what the wire delivered. It never judges what it gets;
  * the checker does.
  */
-import { MIN_DELAY_MS, PROTOCOL_VERSION, Routes, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
+import { MIN_DELAY_MS, PROTOCOL_VERSION, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
 import type { ClientContext, RouteName } from './client-context.js';
-import { SseRecorder, answered, recordJsonBody } from './record.js';
+import { PATIENCE_ERROR, SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, DeliveredEvent, Exchange } from './record.js';
 import { sleep, untilAborted } from './util.js';
 import type { Rng } from '../shared/random.js';
@@ -19,7 +19,7 @@ interface Sent {
   readonly abort: AbortController;
 }
 
-type ReadEnd = 'closed' | 'cut' | 'broken' | 'stopped';
+type ReadEnd = 'closed' | 'cut' | 'broken' | 'stopped' | 'patience';
 
 interface StreamState {
   lastId: string | undefined;
@@ -47,7 +47,7 @@ export class RawClient {
   }
 
   get #url(): string {
-    return `${this.#ctx.baseUrl}${Routes[this.route]}`;
+    return `${this.#ctx.baseUrl}${this.#ctx.target.paths[this.route]}`;
   }
 
   /** Calls tools until the run's stop time; in-flight calls finish (or give up) after it. */
@@ -60,8 +60,8 @@ export class RawClient {
         continue;
       }
       failures = 0;
-      if (this.#rng.chance(STANDALONE_CHANCE)) await this.#standalone();
-      else await this.#call('stream_progress', progressArgs(this.#rng, this.#ctx.load));
+      if (this.#rng.chance(this.#ctx.target.standalone ? STANDALONE_CHANCE : 0)) await this.#standalone();
+      else await this.#call(this.#ctx.target.progressTool, progressArgs(this.#rng, this.#ctx.load));
       await sleep(this.#ctx.load.thinkMs, this.#ctx.hardStop);
     }
   }
@@ -110,13 +110,13 @@ export class RawClient {
     if (!isSse(first.res)) return outcome({ outcome: 'http', code: first.res.status, detail: first.exchange.bodyError?.message });
 
     const state: StreamState = { lastId: undefined, ids: [], response: undefined };
-    let end = await this.#read(first, this.#plan(slowMs), (ev) => track(state, ev, rpcId));
+    let end = await this.#read(first, this.#plan(slowMs), (ev) => track(state, ev, rpcId), deadline);
     let failures = 0;
     for (;;) {
       if (state.response !== undefined && end === 'closed') break;
       if (this.#ctx.hardStop.aborted) return outcome({ outcome: 'unfinished' });
       if (state.lastId === undefined) return outcome({ outcome: 'lost_before_id', detail: end });
-      if (Date.now() > deadline) return outcome({ outcome: 'gave_up', detail: `last ${state.lastId}` });
+      if (Date.now() > deadline || end === 'patience') return outcome({ outcome: 'gave_up', detail: `last ${state.lastId}${end === 'patience' ? ', the response sent nothing more' : ''}` });
       const older = state.ids.length > 2 && this.#rng.chance(this.#ctx.load.olderCursorChance);
       const cursor = older ? state.ids[this.#rng.int(Math.max(0, state.ids.length - 20), state.ids.length - 2)]! : state.lastId;
       const resumed = await this.#send('GET', { cursor, session: sessionId, slow });
@@ -138,7 +138,7 @@ export class RawClient {
         if (verdict !== 'malformed') this.#session = undefined;
         return outcome({ outcome: 'refused', code: status, verdict, detail: resumed.exchange.bodyError?.message });
       }
-      end = await this.#read(resumed, this.#plan(slowMs), (ev) => track(state, ev, rpcId));
+      end = await this.#read(resumed, this.#plan(slowMs), (ev) => track(state, ev, rpcId), deadline);
     }
     const response = state.response!;
     if (response.ok) return outcome({ outcome: 'result', text: response.text });
@@ -166,6 +166,8 @@ export class RawClient {
       if (ev.meaning.t === 'log') seen.add(ev.meaning.seq);
       return stopWhen();
     };
+    // The read open now: ended by a timer once the client is done waiting, if no event comes to end it.
+    let current: Sent = opened;
     const reading = (async () => {
       let end = await this.#read(opened, this.#plan(0), onEvent);
       let failures = 0;
@@ -183,13 +185,17 @@ export class RawClient {
           if (status === 404) this.#session = undefined;
           return;
         }
+        current = resumed;
         end = await this.#read(resumed, this.#plan(0), onEvent);
       }
     })();
     await this.#call('notify_standalone', { count, delayMs: 3 }, false);
     // Messages may still be on their way through the log.
     stopAt = Date.now() + 2_000;
+    // The stop is checked on each event; a stream that sends none is closed here (it used to wait for the hard stop).
+    const timer = setTimeout(() => current.abort.abort(), 2_100);
     await reading;
+    clearTimeout(timer);
   }
 
   #plan(slowMs: number): { cutAfter: number; cutAtMs: number; slowMs: number } {
@@ -216,7 +222,7 @@ export class RawClient {
       client: this.name,
       clientKind: 'raw',
       method,
-      path: Routes[this.route],
+      path: this.#ctx.target.paths[this.route],
       sessionId: opts.session,
       cursor: opts.cursor,
       body: opts.body,
@@ -244,12 +250,20 @@ export class RawClient {
   }
 
   /** Reads an SSE answer, cutting it per `plan`; `onEvent` returning true stops reading (the client is done). */
-  async #read(sent: Sent, plan: { cutAfter: number; cutAtMs: number; slowMs: number }, onEvent: (ev: DeliveredEvent) => boolean | void): Promise<ReadEnd> {
+  /** `deadline`: the call's patience; a response still open then is abandoned (`patience`), as an SDK client's request timeout would. */
+  async #read(sent: Sent, plan: { cutAfter: number; cutAtMs: number; slowMs: number }, onEvent: (ev: DeliveredEvent) => boolean | void, deadline = Number.POSITIVE_INFINITY): Promise<ReadEnd> {
     const { exchange, res, abort } = sent;
     if (res?.body === null || res === undefined) return 'broken';
     const recorder = new SseRecorder(exchange);
     let cut = false;
     let stopped = false;
+    let outOfPatience = false;
+    const patience = Number.isFinite(deadline)
+      ? setTimeout(() => {
+          outOfPatience = true;
+          abort.abort();
+        }, Math.max(0, deadline - Date.now()))
+      : undefined;
     // A cut at a random time, counted from the first event: before it the client has no cursor.
     let timer: NodeJS.Timeout | undefined;
     const armTimer = (): void => {
@@ -289,6 +303,11 @@ export class RawClient {
       exchange.end = 'closed';
       return 'closed';
     } catch (err) {
+      if (outOfPatience && !cut) {
+        exchange.end = 'broken';
+        exchange.error = PATIENCE_ERROR;
+        return 'patience';
+      }
       if (cut) {
         exchange.end = 'cut';
         this.#ctx.recorder.fault('client_abort');
@@ -299,6 +318,7 @@ export class RawClient {
       return this.#ctx.hardStop.aborted ? 'stopped' : 'broken';
     } finally {
       clearTimeout(timer);
+      clearTimeout(patience);
       exchange.endedAt = Date.now();
     }
   }

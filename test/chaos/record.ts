@@ -11,6 +11,9 @@ import type { Meaning } from './util.js';
 
 export type ClientKind = 'raw' | 'sdk';
 
+/** The error of a read that the client's own patience ended (the checker looks for it). */
+export const PATIENCE_ERROR = 'the client gave up: its patience ran out';
+
 /** One SSE event as delivered to a client. */
 export interface DeliveredEvent {
   readonly id: string | undefined;
@@ -60,6 +63,8 @@ export interface Exchange {
   error: string | undefined;
   /** Consumed at 1/20 of the producer's rate. */
   slow: boolean;
+  /** When its last event arrived (ms since epoch). */
+  lastEventAt?: number | undefined;
 }
 
 /** A tool call's outcome as the client application saw it. */
@@ -196,6 +201,7 @@ export class SseRecorder {
       const event = toDelivered(msg);
       if (event === undefined) continue;
       this.#exchange.events.push(event);
+      this.#exchange.lastEventAt = Date.now();
       out.push(event);
     }
     return out;

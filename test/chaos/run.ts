@@ -4,14 +4,24 @@
  * Runs the chaos harness (3-node NATS R3, three gateways behind a round-robin
  * balancer, two upstreams, raw SSE and SDK clients, a seeded fault schedule),
  * prints the summary, writes the report as JSON, and exits 1 if any silent
- * violation was found (2 on bad arguments or a harness failure).
+ * violation was found (2 on bad arguments or a harness failure). `--log`,
+ * `--target`, `--nats`, `--sync` and `--faults` pick other configurations
+ * and fault kinds (docs/reliability.md, "Configurations and the faults of
+ * issue 15"); without them a run is what it was before they existed.
  */
+import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { findNatsServerBinary, natsServerVersion } from '@tether/testing';
 import { runChaos } from './chaos.js';
+import { DEFAULT_SELECTION, parseFaultSelection } from './faults.js';
+import type { FaultKind, FaultSelection } from './faults.js';
+import type { LogMode, SyncMode, TargetName } from './stack.js';
 import { formatSummary } from './summary.js';
 import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
+                        [--log nats|grpc] [--target gateway|sdk-example] [--nats floor|current] [--sync always] [--faults default,KIND[=W],…]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -23,7 +33,33 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
   --dump         write every recorded exchange and the checker's copy of the log to a JSON file
   --events       events per stream_progress call, MIN-MAX (default 10-80)
   --cut-chance   chance that a client cuts a response at a random point (default 0.7)
+  --log          nats: gateways hold the log in-process (default); grpc: through two tether-session-log
+                 services (--log grpc://), gateway i on service i mod 2
+  --target       gateway: three gateways in front of two test upstreams (default); sdk-example: three
+                 tether-sdk-example processes (examples/sdk-server) behind the balancer instead
+  --nats         floor | current: the nats-server scripts/nats-server.sh names (default: $NATS_SERVER_BIN, then PATH)
+  --sync         always: every node runs with jetstream { sync_interval: always } (2.10+; default: the server's)
+  --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
+                 Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
+                 gateway_sigkill gateway_sigterm_drain nats_node_kill upstream_restart connection_cut_all slow_client
+                 nats_power_loss (every NATS node SIGKILLed at once, then restarted; lost acknowledged events counted)
+                 gateway_nats_cut (one NATS client process cut off by its TCP proxy: frozen, or reset)
+                 nats_node_stop (SIGSTOP of one NATS node, then SIGCONT)
+                 e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
+
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'nats', 'sync', 'faults'];
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** `--nats floor|current`: the binary scripts/nats-server.sh prints. */
+function natsBinary(which: string): string {
+  if (which !== 'floor' && which !== 'current') throw new Error(`--nats must be floor or current, got ${which}`);
+  try {
+    return execFileSync('bash', ['scripts/nats-server.sh', which], { cwd: ROOT, encoding: 'utf8' }).trim();
+  } catch (err) {
+    throw new Error(`scripts/nats-server.sh ${which} found no nats-server: ${(err as Error).message}`);
+  }
+}
 
 function parseArgs(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -38,7 +74,7 @@ function parseArgs(argv: readonly string[]): Record<string, string> {
     const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
     const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
     if (value === undefined) throw new Error(`--${name} needs a value`);
-    if (!['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance'].includes(name)) throw new Error(`unknown flag --${name}`);
+    if (!FLAGS.includes(name)) throw new Error(`unknown flag --${name}`);
     out[name] = value;
   }
   return out;
@@ -49,6 +85,11 @@ async function main(): Promise<number> {
   let durationMs: number;
   let clients: number;
   let seed: number;
+  let target: TargetName;
+  let log: LogMode;
+  let sync: SyncMode;
+  let natsBin: string | undefined;
+  let faults: FaultSelection;
   try {
     args = parseArgs(process.argv.slice(2));
     durationMs = parseDuration(args['duration'] ?? '60s');
@@ -57,6 +98,21 @@ async function main(): Promise<number> {
     if (!Number.isInteger(clients) || clients < 1 || clients > 200) throw new Error(`--clients must be an integer from 1 to 200, got ${args['clients']}`);
     if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${args['seed']}`);
     if (durationMs < 5_000) throw new Error('--duration must be at least 5s');
+    target = (args['target'] ?? 'gateway') as TargetName;
+    if (target !== 'gateway' && target !== 'sdk-example') throw new Error(`--target must be gateway or sdk-example, got ${args['target']}`);
+    log = (args['log'] ?? 'nats') as LogMode;
+    if (log !== 'nats' && log !== 'grpc') throw new Error(`--log must be nats or grpc, got ${args['log']}`);
+    if (target === 'sdk-example' && log === 'grpc') throw new Error('--log grpc needs --target gateway: the SDK example holds its log in-process');
+    sync = args['sync'] === undefined ? 'default' : (args['sync'] as SyncMode);
+    if (sync !== 'always' && sync !== 'default') throw new Error(`--sync must be always (or default), got ${args['sync']}`);
+    natsBin = args['nats'] === undefined ? undefined : natsBinary(args['nats']);
+    if (sync === 'always') {
+      const bin = natsBin ?? findNatsServerBinary();
+      const [major = 0, minor = 0] = natsServerVersion(bin).split('.').map(Number);
+      if (major < 2 || (major === 2 && minor < 10)) throw new Error(`--sync always needs nats-server 2.10 or later (2.9 refuses sync_interval); ${bin} is ${natsServerVersion(bin)}`);
+    }
+    const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart'] : []);
+    faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable);
   } catch (err) {
     process.stderr.write(`chaos: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
@@ -89,6 +145,11 @@ async function main(): Promise<number> {
     ...(args['gateway-logs'] === undefined ? {} : { gatewayLogDir: args['gateway-logs'] }),
     ...(args['dump'] === undefined ? {} : { dumpPath: args['dump'] }),
     load,
+    target,
+    log,
+    sync,
+    faults,
+    ...(natsBin === undefined ? {} : { natsBin }),
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`\n${formatSummary(report, command)}\n`);

@@ -10,7 +10,7 @@ import { CallToolResultSchema, LoggingMessageNotificationSchema, McpError } from
 import { createResumeGuard } from '@tether/resume-guard';
 import { connectSdkClient } from '@tether/testing';
 import type { SdkClient } from '@tether/testing';
-import { MIN_DELAY_MS, Routes, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
+import { MIN_DELAY_MS, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
 import type { ClientContext, RouteName } from './client-context.js';
 import { SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, Exchange } from './record.js';
@@ -73,7 +73,7 @@ export class SdkClientRunner {
         }),
     });
     try {
-      this.#sdk = await connectSdkClient(`${this.#ctx.baseUrl}${Routes[this.route]}`, {
+      this.#sdk = await connectSdkClient(`${this.#ctx.baseUrl}${this.#ctx.target.paths[this.route]}`, {
         fetch: guard.fetch as typeof fetch,
         // Patient: a NATS leader election or a gateway restart can take seconds.
         reconnection: { initialReconnectionDelay: 100, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1.5, maxRetries: 100 },
@@ -94,8 +94,8 @@ export class SdkClientRunner {
   /** One tool call; false when the client should start over with a fresh session. */
   async #call(): Promise<boolean> {
     const sdk = this.#sdk!;
-    const standalone = this.#rng.chance(STANDALONE_CHANCE);
-    const tool = standalone ? 'notify_standalone' : 'stream_progress';
+    const standalone = this.#rng.chance(this.#ctx.target.standalone ? STANDALONE_CHANCE : 0);
+    const tool = standalone ? 'notify_standalone' : this.#ctx.target.progressTool;
     const args = standalone ? { count: this.#rng.int(5, 30), delayMs: 3 } : progressArgs(this.#rng, this.#ctx.load);
     const slow = !standalone && takeSlow(this.#ctx, this.name);
     this.#slowMs = slow ? SLOW_FACTOR * Math.max(MIN_DELAY_MS, args.delayMs) : 0;
@@ -143,7 +143,7 @@ export class SdkClientRunner {
       client: this.name,
       clientKind: 'sdk',
       method,
-      path: Routes[this.route],
+      path: this.#ctx.target.paths[this.route],
       sessionId: headers.get('mcp-session-id') ?? undefined,
       cursor: method === 'GET' ? (headers.get('last-event-id') ?? undefined) : undefined,
       body,

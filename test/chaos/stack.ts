@@ -1,30 +1,53 @@
 /**
  * The chaos stack, all real processes on loopback: a 3-node NATS cluster
- * (the log at R3), two SDK upstreams in their own processes (one with an
- * event store, one without), three gateway processes, and the test kit's
- * round-robin balancer in front (every request to the next gateway).
+ * (the log at R3), and behind the test kit's round-robin balancer (every
+ * request to the next process) one of two targets:
+ *
+ * - `gateway` (default): two SDK upstreams in their own processes (one with
+ *   an event store, one without) and three gateway processes, with the log
+ *   in-process on NATS (`--log nats`, default) or through two session-log
+ *   services (`--log grpc`: gateway i uses service i mod 2);
+ * - `sdk-example`: three `tether-sdk-example` processes (the official-SDK
+ *   server with Tether's session router, event store and durable tasks).
  *
  *   clients ─▶ balancer ─▶ gateway ×3 ─▶ upstream /mcp (event store)  | upstream /plain/mcp (none)
- *                             │
- *                             ▼
+ *                             │  (or ─▶ session-log ×2 ─┐)
+ *                             ▼                         ▼
  *                  nats-server ×3 (JetStream R3: TETHER log, sessions)
+ *
+ * With `natsProxies`, every process that holds a NATS connection for the
+ * log (the gateways, the session-log services, or the SDK instances) reaches
+ * the cluster through its own TCP proxy (`nats-proxy.ts`), which the
+ * `gateway_nats_cut` fault freezes or resets; the cluster then runs with
+ * `cluster { no_advertise: true }` so no client learns a way around it.
  */
 import { createWriteStream } from 'node:fs';
 import type { WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { namespaceNames } from '@tether/session-log';
-import { startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
+import { findNatsServerBinary, natsServerVersion, startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
 import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
+import { startNatsProxy } from './nats-proxy.js';
+import type { NatsProxy } from './nats-proxy.js';
 import { sleep } from './util.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const GATEWAY_MAIN = fileURLToPath(new URL('../../services/gateway/dist/main.js', import.meta.url));
+const SESSION_LOG_MAIN = fileURLToPath(new URL('../../services/session-log/dist/main.js', import.meta.url));
+const SDK_EXAMPLE_MAIN = fileURLToPath(new URL('./sdk-example-main.ts', import.meta.url));
 const UPSTREAM_MAIN = fileURLToPath(new URL('../shared/mcp-upstream-main.ts', import.meta.url));
+/** The gateways' credential at the session-log services (`--log grpc`). */
+const LOG_TOKEN = { name: 'chaos-gateways', secret: 'chaos-secret-token' };
 
 export type UpstreamName = 'store' | 'plain';
+export type LogMode = 'nats' | 'grpc';
+export type TargetName = 'gateway' | 'sdk-example';
+export type SyncMode = 'default' | 'always';
 
 export interface Upstream {
   readonly name: UpstreamName;
@@ -33,46 +56,121 @@ export interface Upstream {
   process: ServiceProcess;
 }
 
+/** One place behind the balancer: a gateway, or an SDK example instance. */
 export interface GatewaySlot {
   readonly slot: number;
+  /** `gw1`, or `sdk1` for an SDK example instance. */
+  readonly name: string;
   /** Restarts so far; names the instance (`gw1.0`, `gw1.1`, …). */
   generation: number;
   process: ServiceProcess | undefined;
   origin: string | undefined;
 }
 
+/** A process whose NATS connection goes through a proxy the `gateway_nats_cut` fault can freeze. */
+export interface NatsClientSlot {
+  /** `gw1`, `log1` (a session-log service), `sdk1`. */
+  readonly name: string;
+  readonly proxy: NatsProxy;
+}
+
 export interface ChaosStackOptions {
-  /** The log's namespace (one per run): `--namespace` of every gateway. */
+  /** The log's namespace (one per run): `--namespace` of every process that owns the log. */
   readonly namespace: string;
-  /** Writes every gateway's stdout (pino JSON) to `<dir>/<instance>.log`. */
+  /** Writes every gateway's (and session-log service's) stdout (pino JSON) to `<dir>/<instance>.log`. */
   readonly gatewayLogDir?: string | undefined;
+  /** What runs behind the balancer. Default `gateway`. */
+  readonly target?: TargetName;
+  /** Gateways with the log in-process (`nats`) or through session-log services (`grpc`). Default `nats`. */
+  readonly log?: LogMode;
+  /** The nats-server binary. Default `findNatsServerBinary()` (`$NATS_SERVER_BIN`, then PATH). */
+  readonly natsBin?: string | undefined;
+  /** `always`: every node runs with `jetstream { sync_interval: always }` (2.10+). Default: the server's default. */
+  readonly sync?: SyncMode;
+  /** Put a freezable TCP proxy between each NATS client process and the cluster (for `gateway_nats_cut`). Default false. */
+  readonly natsProxies?: boolean;
+}
+
+/** What the stack runs, for the report. */
+export interface StackConfig {
+  readonly target: TargetName;
+  readonly log: LogMode;
+  readonly natsBin: string;
+  readonly natsVersion: string;
+  readonly sync: SyncMode;
+  readonly instances: number;
+  readonly logServices: number;
+  readonly natsProxies: boolean;
 }
 
 export interface ChaosStack {
+  readonly config: StackConfig;
   readonly cluster: NatsCluster;
   readonly streamName: string;
   readonly proxy: RoundRobinProxy;
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
-  readonly upstreams: Readonly<Record<UpstreamName, Upstream>>;
+  /** The test upstreams (`gateway` target only). */
+  readonly upstreams: Readonly<Record<UpstreamName, Upstream>> | undefined;
+  /** The processes behind the balancer: gateways, or SDK example instances. */
   readonly gateways: readonly GatewaySlot[];
+  /** The session-log services (`--log grpc`). */
+  readonly logServices: readonly ServiceProcess[];
+  /** Processes reaching NATS through a proxy (with `natsProxies`); empty otherwise. */
+  readonly natsClients: readonly NatsClientSlot[];
   /** SIGKILL (the balancer first stops sending it requests, as a health check would). */
   killGateway(slot: number): Promise<void>;
   /** SIGTERM: the gateway drains (ends client streams with a retry hint, releases its streams) and exits. */
   drainGateway(slot: number): Promise<{ code: number | null; signal: string | null; ms: number }>;
-  /** A new gateway process in the slot (new port), put in the balancer's rotation. */
+  /** A new process in the slot (new port), put in the balancer's rotation. */
   startGateway(slot: number): Promise<void>;
   /** Crash and restart an upstream on the same port: it forgets every session. */
   restartUpstream(name: UpstreamName, downMs: number): Promise<void>;
   teardown(): Promise<void>;
 }
 
+/** How many processes stand behind the balancer, and how many session-log services `--log grpc` runs. */
+const INSTANCES = 3;
+const LOG_SERVICES = 2;
+
 export async function startChaosStack(options: ChaosStackOptions): Promise<ChaosStack> {
-  const cluster = await startNatsCluster({ size: 3, readyTimeoutMs: 30_000 });
+  const target = options.target ?? 'gateway';
+  const logMode = options.log ?? 'nats';
+  if (target === 'sdk-example' && logMode === 'grpc') throw new Error('the SDK example has no --log grpc mode (it holds the log in-process)');
+  const natsBin = options.natsBin ?? findNatsServerBinary();
+  const natsVersion = natsServerVersion(natsBin);
+  const sync = options.sync ?? 'default';
+  const natsProxies = options.natsProxies ?? false;
+  const cluster = await startNatsCluster({
+    size: 3,
+    bin: natsBin,
+    readyTimeoutMs: 30_000,
+    ...(sync === 'always' ? { configLines: ['jetstream { sync_interval: always }'] } : {}),
+    ...(natsProxies ? { clusterLines: ['no_advertise: true'] } : {}),
+  });
   const started: ServiceProcess[] = [];
+  const proxies: NatsProxy[] = [];
   const logs: WriteStream[] = [];
   if (options.gatewayLogDir !== undefined) await mkdir(options.gatewayLogDir, { recursive: true });
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(started.map((p) => p.stop('SIGKILL', 2_000).catch(() => undefined)));
+    await Promise.all(proxies.map((p) => p.close().catch(() => undefined)));
+  };
   try {
+    const natsClients: NatsClientSlot[] = [];
+    /** The NATS URLs a process named `name` gets: the cluster's, or its own proxy's. */
+    const natsUrlsFor = async (name: string): Promise<string> => {
+      if (!natsProxies) return cluster.urls.join(',');
+      const proxy = await startNatsProxy(cluster.servers.map((s) => s.port));
+      proxies.push(proxy);
+      natsClients.push({ name, proxy });
+      return proxy.urls.join(',');
+    };
+    const tee = (proc: ServiceProcess, instance: string): void => {
+      if (options.gatewayLogDir !== undefined) teeLines(proc, join(options.gatewayLogDir, `${instance}.log`), logs);
+    };
+
+    let upstreams: Record<UpstreamName, Upstream> | undefined;
     const startUpstream = async (name: UpstreamName, port: number): Promise<ServiceProcess> => {
       const proc = await startServiceProcess({
         name: `upstream-${name}`,
@@ -85,46 +183,97 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       started.push(proc);
       return proc;
     };
-    const upstreams = {} as Record<UpstreamName, Upstream>;
-    for (const name of ['store', 'plain'] as const) {
-      const proc = await startUpstream(name, 0);
-      upstreams[name] = { name, port: proc.port!, url: `http://127.0.0.1:${proc.port}/mcp`, process: proc };
+    if (target === 'gateway') {
+      upstreams = {} as Record<UpstreamName, Upstream>;
+      for (const name of ['store', 'plain'] as const) {
+        const proc = await startUpstream(name, 0);
+        upstreams[name] = { name, port: proc.port!, url: `http://127.0.0.1:${proc.port}/mcp`, process: proc };
+      }
     }
 
-    const gateways: GatewaySlot[] = [0, 1, 2].map((slot) => ({ slot, generation: 0, process: undefined, origin: undefined }));
+    // --log grpc: the services own the log (the first creates the stream and buckets).
+    const logServices: ServiceProcess[] = [];
+    if (target === 'gateway' && logMode === 'grpc') {
+      for (let i = 0; i < LOG_SERVICES; i += 1) {
+        const name = `log${i + 1}`;
+        const urls = await natsUrlsFor(name);
+        const proc = await startServiceProcess({
+          name,
+          command: process.execPath,
+          args: [
+            SESSION_LOG_MAIN,
+            ...['--port', '0', '--nats', urls, '--log-replicas', '3', '--namespace', options.namespace],
+            ...['--token', `${LOG_TOKEN.name}:${LOG_TOKEN.secret}`, '--instance-id', name],
+          ],
+          cwd: ROOT,
+          readyLine: (json) => json.msg === 'listening',
+          readyTimeoutMs: 30_000,
+        });
+        started.push(proc);
+        tee(proc, name);
+        logServices.push(proc);
+      }
+    }
+
+    const prefix = target === 'gateway' ? 'gw' : 'sdk';
+    const gateways: GatewaySlot[] = Array.from({ length: INSTANCES }, (_, slot) => ({ slot, name: `${prefix}${slot + 1}`, generation: 0, process: undefined, origin: undefined }));
+    // Each slot keeps its NATS URLs (its proxy) across restarts.
+    const slotNats = new Map<number, string>();
+    if (!(target === 'gateway' && logMode === 'grpc')) for (const slot of gateways) slotNats.set(slot.slot, await natsUrlsFor(slot.name));
+    const argsFor = (slot: GatewaySlot, instance: string): string[] => {
+      if (target === 'sdk-example') {
+        return [
+          '--import', 'tsx', SDK_EXAMPLE_MAIN,
+          ...['--port', '0', '--nats', slotNats.get(slot.slot)!, '--instance', instance],
+          // The gateways' settings: a 200 ms retry hint, writer checks every 500 ms, 3 s of silence.
+          ...['--retry-ms', '200', '--writer-check-ms', '500', '--writer-silence-ms', '3000'],
+        ];
+      }
+      const logFlags =
+        logMode === 'grpc'
+          ? ['--log', `grpc://127.0.0.1:${logServices[slot.slot % logServices.length]!.port}`, '--log-token', LOG_TOKEN.secret]
+          : ['--nats', slotNats.get(slot.slot)!, '--log-replicas', '3', '--namespace', options.namespace];
+      return [
+        GATEWAY_MAIN,
+        ...['--port', '0', ...logFlags],
+        ...['--upstream', upstreams!.store.url, '--route', `${Routes.plain}=${upstreams!.plain.url}`],
+        ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
+      ];
+    };
     const launch = async (slot: GatewaySlot): Promise<void> => {
-      const instance = `gw${slot.slot + 1}.${slot.generation}`;
+      const instance = `${slot.name}.${slot.generation}`;
       slot.generation += 1;
       const proc = await startServiceProcess({
         name: instance,
         command: process.execPath,
-        args: [
-          GATEWAY_MAIN,
-          ...['--port', '0', '--nats', cluster.urls.join(','), '--log-replicas', '3', '--namespace', options.namespace],
-          ...['--upstream', upstreams.store.url, '--route', `${Routes.plain}=${upstreams.plain.url}`],
-          ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
-        ],
+        args: argsFor(slot, instance),
         cwd: ROOT,
+        ...(target === 'sdk-example' ? { env: { TETHER_CHAOS_LOG_REPLICAS: '3', TETHER_CHAOS_NAMESPACE: options.namespace } } : {}),
         readyLine: (json) => json.msg === 'listening',
         readyTimeoutMs: 30_000,
       });
       started.push(proc);
-      if (options.gatewayLogDir !== undefined) teeLines(proc, join(options.gatewayLogDir, `${instance}.log`), logs);
+      tee(proc, instance);
       slot.process = proc;
       slot.origin = `http://127.0.0.1:${proc.port}`;
     };
     // One at a time: the first creates the log stream and buckets, the others verify them.
     for (const slot of gateways) await launch(slot);
+    const streamName = namespaceNames(options.namespace).streamName;
+    await assertReplicas(cluster.urls, streamName, 3);
     const proxy = await startRoundRobinProxy(gateways.map((g) => g.origin!), { historySize: 100 });
     const rotate = (): void => proxy.setTargets(gateways.flatMap((g) => (g.origin === undefined ? [] : [g.origin])));
 
     return {
+      config: { target, log: logMode, natsBin, natsVersion, sync, instances: INSTANCES, logServices: logServices.length, natsProxies },
       cluster,
-      streamName: namespaceNames(options.namespace).streamName,
+      streamName,
       proxy,
       baseUrl: proxy.url,
       upstreams,
       gateways,
+      logServices,
+      natsClients,
       async killGateway(i) {
         const slot = gateways[i]!;
         if (slot.origin !== undefined) proxy.markDown(slot.origin);
@@ -145,19 +294,21 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       },
       async startGateway(i) {
         const slot = gateways[i]!;
+        // A process can fail to start while NATS elects a leader (or is down altogether: a power loss); try again for 30 s.
+        const until = Date.now() + 30_000;
         for (let attempt = 1; ; attempt += 1) {
           try {
             await launch(slot);
             break;
           } catch (err) {
-            // A gateway can fail to start while NATS elects a leader; try again.
-            if (attempt >= 4) throw err;
+            if (attempt >= 4 && Date.now() > until) throw err;
             await sleep(1_000);
           }
         }
         rotate();
       },
       async restartUpstream(name, downMs) {
+        if (upstreams === undefined) throw new Error('no upstreams: the SDK example serves its own tools');
         const upstream = upstreams[name];
         await upstream.process.kill();
         await sleep(downMs);
@@ -173,15 +324,26 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       },
       async teardown() {
         await proxy.close();
-        await Promise.all(started.map((p) => p.stop('SIGKILL', 2_000).catch(() => undefined)));
+        await stopAll();
         for (const log of logs) log.end();
         await cluster.cleanup();
       },
     };
   } catch (err) {
-    await Promise.all(started.map((p) => p.stop('SIGKILL', 2_000).catch(() => undefined)));
+    await stopAll();
     await cluster.cleanup();
     throw err;
+  }
+}
+
+/** The log stream runs at the replicas the harness means (the SDK example gets them through its launcher). */
+async function assertReplicas(servers: readonly string[], streamName: string, replicas: number): Promise<void> {
+  const nc = await connect({ servers: [...servers] });
+  try {
+    const info = await (await jetstreamManager(nc)).streams.info(streamName);
+    if (info.config.num_replicas !== replicas) throw new Error(`the log stream ${streamName} has ${info.config.num_replicas} replicas, the harness needs ${replicas}`);
+  } finally {
+    await nc.close();
   }
 }
 

@@ -12,12 +12,22 @@ export function formatSummary(report: ChaosReport, command: string): string {
   lines.push(`chaos: ${command}`);
   lines.push(`machine: ${report.machine['cpus']} x ${report.machine['cpuModel']}, ${report.machine['memoryGiB']} GiB, node ${report.machine['node']}, ${report.machine['natsServer']}`);
   lines.push(`run: ${report.durationMs / 1000}s of load, ${(report.wallMs / 1000).toFixed(1)}s wall, ${report.clients.raw} raw SSE clients + ${report.clients.sdk} SDK clients with the resume guard, seed ${report.seed}`);
+  const c = report.config;
+  const behind = c.target === 'sdk-example' ? `${c.instances} tether-sdk-example processes` : `${c.instances} gateways, log ${c.log === 'grpc' ? `over gRPC (--log grpc://, ${c.logServices} session-log services)` : 'in-process on NATS'}`;
+  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}`);
+  lines.push(`fault kinds (weight): ${c.faults.map((f) => `${f.kind} (${f.weight})`).join(', ')}`);
   lines.push('');
   lines.push(`streams:             ${report.streams.total}`);
   for (const cls of ['complete', 'explicit', 'open', 'unfinished', 'violation']) lines.push(`  ${cls.padEnd(18)} ${report.streams[cls] ?? 0}`);
   lines.push(`events delivered:    ${report.events.delivered} (log holds ${report.events.logged} messages)`);
   lines.push(`resumes:             ${report.resumes.total} (${report.resumes.delivering} delivered events after the cursor; raw ${report.resumes.byClient['raw'] ?? 0}, sdk ${report.resumes.byClient['sdk'] ?? 0})`);
   lines.push(`silent violations:   ${report.silentViolations.total}`);
+  const w = report.writers;
+  lines.push(`two-writer scan:     ${w.streams} streams, ${w.takeovers} takeovers, ${w.reclaims} re-claims by a deposed writer's own prime, ${w.violations} events of a deposed writer after a takeover`);
+  const p = report.powerLoss;
+  if (p.losses > 0) {
+    lines.push(`power losses:        ${p.losses}: ${p.acked} acknowledged log events in the re-checked windows, ${p.survived} found again, ${p.lost} lost, ${p.purged} purged with their session meanwhile, ${p.unchecked} not compared; ${p.shorterLogs} restarts left the log shorter than acknowledged; ${p.silent} lost events reached a client whose stream then ended silently`);
+  }
   lines.push('');
   table('resumes by outcome:', report.resumes.byOutcome);
   table('faults by kind:', report.faults);
@@ -28,8 +38,20 @@ export function formatSummary(report: ChaosReport, command: string): string {
   table('SDK resumes that lost their cursor (priming echo held back by the guard, then the response broke):', report.cursorLosses);
   table('silent violations by kind:', report.silentViolations.byKind);
   table('log anomalies by kind:', report.logAnomalies.byKind);
+  if (p.losses > 0) {
+    table('lost acknowledged events by how they ended for their clients:', p.lostByEnd);
+    for (const example of p.examples.slice(0, 10)) lines.push(`  LOST ${example}`);
+  }
+  if (report.openAtHardStop.length > 0) {
+    lines.push(`requests still open at the hard stop: ${report.openAtHardStop.length}`);
+    for (const line of report.openAtHardStop.slice(0, 10)) lines.push(`  OPEN ${line}`);
+  }
+  if (Object.keys(report.natsProxies).length > 0) {
+    lines.push('NATS proxies (gateway_nats_cut):');
+    for (const [name, s] of Object.entries(report.natsProxies)) lines.push(`  ${name.padEnd(8)} ${s.connections} connections, ${s.resets} resets, ${s.refused} refused`);
+  }
   const v = report.verification;
-  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole; ${v.tapReplicaMismatches} events its replica numbered differently from the stream leader, the leader's copy used)`);
+  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.deliveredThenLost} delivered, then lost by a power loss; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole; ${v.tapReplicaMismatches} events its replica numbered differently from the stream leader, the leader's copy used)`);
   for (const example of report.silentViolations.examples.slice(0, 10)) lines.push(`  VIOLATION ${JSON.stringify(example)}`);
   return lines.join('\n');
 }

@@ -15,6 +15,12 @@ export interface NatsClusterOptions {
   bin?: string;
   /** Extra lines of every node's config file, e.g. `['jetstream { sync_interval: always }']`. */
   configLines?: readonly string[];
+  /**
+   * Extra lines inside every node's `cluster {}` block, e.g.
+   * `['no_advertise: true']` (clients then learn no other node's URL from
+   * INFO, so a client given proxy URLs keeps to them). Default none.
+   */
+  clusterLines?: readonly string[];
   /** Number of nodes. Default 3 (the smallest that survives losing one). */
   size?: number;
   /** How long the whole cluster, and later each node's restart(), may take to be ready. Default 30000. */
@@ -50,10 +56,11 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
   const bin = opts.bin ?? findNatsServerBinary();
   const configLines = opts.configLines ?? [];
+  const clusterLines = opts.clusterLines ?? [];
 
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await launchCluster(bin, size, readyTimeoutMs, configLines);
+      return await launchCluster(bin, size, readyTimeoutMs, configLines, clusterLines);
     } catch (err) {
       const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && err.cause.stderrTail.some((line) => line.includes('address already in use'));
       if (!portTaken || attempt >= MAX_ATTEMPTS) throw err;
@@ -61,7 +68,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   }
 }
 
-async function launchCluster(bin: string, size: number, readyTimeoutMs: number, configLines: readonly string[]): Promise<NatsCluster> {
+async function launchCluster(bin: string, size: number, readyTimeoutMs: number, configLines: readonly string[], clusterLines: readonly string[]): Promise<NatsCluster> {
   const id = randomBytes(4).toString('hex');
   const clusterName = `tether-test-${id}`;
   const routePorts = await getFreePorts(size);
@@ -75,7 +82,7 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number, 
     await mkdir(dir);
     const configFile = join(dir, 'nats-server.conf');
     const peers = routePorts.filter((_, j) => j !== i).map((port) => `nats-route://${LOOPBACK}:${port}`);
-    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers, configLines }));
+    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers, configLines, clusterLines }));
     const server = new ManagedNatsServer({ bin, dir, ownsDir: true, jetstream: true, port: undefined, monitorPort: undefined, configFile, extraArgs: [], readyTimeoutMs });
     nodes.push({ name, server });
   }
@@ -138,7 +145,7 @@ function metaMemberProbe(self: string, nodes: readonly { name: string; server: M
   };
 }
 
-function renderConfig(c: { name: string; clusterName: string; routePort: number; peers: readonly string[]; configLines: readonly string[] }): string {
+function renderConfig(c: { name: string; clusterName: string; routePort: number; peers: readonly string[]; configLines: readonly string[]; clusterLines: readonly string[] }): string {
   // JSON strings are valid NATS config strings. Ports, store dir and JetStream
   // come from the command line so the launcher treats every node alike.
   const q = (s: string) => JSON.stringify(s);
@@ -148,6 +155,7 @@ function renderConfig(c: { name: string; clusterName: string; routePort: number;
     `  name: ${q(c.clusterName)}`,
     `  listen: ${q(`${LOOPBACK}:${c.routePort}`)}`,
     `  routes: [${c.peers.map(q).join(', ')}]`,
+    ...c.clusterLines.map((line) => `  ${line}`),
     '}',
     ...c.configLines,
     '',

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_KINDS, DEFAULT_SELECTION, parseFaultSelection, planFaults } from './faults.js';
+import { createRng } from '../shared/random.js';
+
+// The fault schedule's selection: `--faults` parsing, and every selected
+// kind in the first pass, seeded and bounded.
+
+describe('chaos faults: --faults', () => {
+  it('default is the six kinds of before, all adds the new ones, a weight overrides', () => {
+    expect(parseFaultSelection('default')).toEqual(DEFAULT_SELECTION);
+    expect(parseFaultSelection('all').map((s) => s.kind)).toEqual([...DEFAULT_KINDS, 'nats_power_loss', 'gateway_nats_cut', 'nats_node_stop']);
+    expect(parseFaultSelection('default,gateway_nats_cut=5,nats_node_stop')).toEqual([...DEFAULT_SELECTION, { kind: 'gateway_nats_cut', weight: 5 }, { kind: 'nats_node_stop', weight: 1 }]);
+  });
+
+  it('refuses unknown kinds, bad weights, an empty list and kinds the target lacks', () => {
+    expect(() => parseFaultSelection('nats_reboot')).toThrow(/unknown fault kind "nats_reboot"/);
+    expect(() => parseFaultSelection('nats_node_stop=-1')).toThrow(/weight of nats_node_stop/);
+    expect(() => parseFaultSelection(' , ')).toThrow(/no fault kind/);
+    expect(() => parseFaultSelection('upstream_restart', new Set(['upstream_restart']))).toThrow(/not available/);
+    expect(parseFaultSelection('default', new Set(['upstream_restart'])).map((s) => s.kind)).not.toContain('upstream_restart');
+  });
+});
+
+describe('chaos faults: the plan', () => {
+  it('fires every selected kind once in the first pass, then draws only kinds with a weight, within the window', () => {
+    const selection = parseFaultSelection('nats_power_loss,gateway_nats_cut=2,nats_node_stop=0');
+    const plan = planFaults(createRng(3), 1_000, 60_000, 2_000, selection);
+    expect(plan.slice(0, 3).map((f) => f.kind).sort()).toEqual(['gateway_nats_cut', 'nats_node_stop', 'nats_power_loss']);
+    expect(plan.slice(3).some((f) => f.kind === 'nats_node_stop')).toBe(false);
+    expect(plan.length).toBeGreaterThan(10);
+    for (const f of plan) {
+      expect(f.atMs).toBeGreaterThanOrEqual(1_000);
+      expect(f.atMs).toBeLessThan(60_000);
+      const [lo, hi] = f.kind === 'nats_power_loss' ? [500, 3_000] : f.kind === 'gateway_nats_cut' ? [1_000, 8_000] : [1_000, 6_000];
+      expect(f.downMs).toBeGreaterThanOrEqual(lo!);
+      expect(f.downMs).toBeLessThanOrEqual(hi!);
+    }
+    // Seeded: the same seed plans the same faults.
+    expect(planFaults(createRng(3), 1_000, 60_000, 2_000, selection)).toEqual(plan);
+  });
+});

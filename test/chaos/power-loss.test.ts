@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import type { StreamReport } from './checker.js';
+import type { LogRecord } from './log-tap.js';
+import { compareWindow, powerLossReport } from './power-loss.js';
+import type { Held, PowerLossAccount } from './power-loss.js';
+import type { Exchange } from './record.js';
+import { meaningOf } from './util.js';
+
+// Power-loss accounting on handmade windows: what the tap held as
+// acknowledged against what the log holds after every node restarted.
+
+const EPOCH = 'abcdefghij';
+function rec(pos: number, seq: number, digest: string, kind = 'event'): LogRecord {
+  return { pos, seq, prev: 0, epoch: EPOCH, kind, digest, endReason: undefined, upstreamId: undefined, writer: 'w' };
+}
+/** An event id as clients get them (streams `aaaaaaaa`, `bbbbbbbb`, …). */
+const id = (stream: string, seq: number, pos: number): string => `${EPOCH}-${stream.repeat(8)}-${seq}-${pos}`;
+const held = (key: string | undefined, r: LogRecord): Held => ({ key, record: r });
+
+describe('power loss: compareWindow', () => {
+  it('same stream, seq and bytes at a position survived; another message there, or none, is lost', () => {
+    const before = new Map<number, Held>([
+      [10, held('s/a', rec(10, 1, 'x'))],
+      [11, held('s/a', rec(11, 2, 'y'))],
+      [12, held('s/b', rec(12, 1, 'z'))],
+      [13, held(undefined, rec(13, 0, 'audit'))],
+      [14, held('s/a', rec(14, 3, 'w'))],
+    ]);
+    const after = new Map<number, Held | null>([
+      [10, held('s/a', rec(10, 1, 'x'))],
+      [11, held('s/a', rec(11, 2, 'y2'))],
+      [12, null],
+      [13, null],
+    ]);
+    const r = compareWindow(before, after);
+    expect(r.survived).toBe(1);
+    expect(r.lost.map((l) => [l.record.pos, l.how])).toEqual([
+      [11, 'overwritten'],
+      [12, 'absent'],
+    ]);
+    // Position 14 was never compared; an audit message (no stream) is not a log event.
+    expect(r.unchecked).toBe(1);
+    expect(r.added.map((a) => [a.pos, a.record.digest])).toEqual([[11, 'y2']]);
+  });
+});
+
+describe('power loss: how each lost event ended', () => {
+  const exchange = (client: string, ids: Array<[string, string]>): Exchange =>
+    ({ n: 1, client, clientKind: 'raw', method: 'GET', events: ids.map(([id, digest]) => ({ id, hasData: true, digest, meaning: meaningOf('') })) }) as unknown as Exchange;
+  const stream = (key: string, client: string, cls: StreamReport['cls'], reason?: string): StreamReport => ({ key, client, clientKind: 'raw', path: '/mcp', cls, reason, delivered: 1, exchanges: 1 });
+
+  it('explicit, silent, not delivered, and purged with a closed session', () => {
+    const account: PowerLossAccount = {
+      mark: { at: 0, lastPos: 20, fromPos: 10 },
+      acked: 5,
+      survived: 1,
+      lost: [
+        { key: 's1/a', record: rec(11, 2, 'y'), how: 'overwritten' },
+        { key: 's1/b', record: rec(12, 1, 'z'), how: 'overwritten' },
+        { key: 's1/c', record: rec(13, 1, 'q'), how: 'absent' },
+        { key: 's2/a', record: rec(14, 1, 'p'), how: 'absent' },
+        // Overwritten: lost, whatever became of its session.
+        { key: 's2/b', record: rec(15, 2, 'r'), how: 'overwritten' },
+      ],
+      unchecked: 0,
+      lastPosAfterRestart: 10,
+    };
+    const exchanges = [
+      exchange('raw1', [[id('a', 2, 11), 'y']]),
+      // Got the event now at position 12, not the lost one: not a client of the lost event.
+      exchange('raw2', [[id('b', 1, 12), 'other']]),
+      exchange('raw3', [[id('c', 1, 13), 'q']]),
+    ];
+    const streams = [stream('s1/a', 'raw1', 'explicit', 'refused 404 diverged'), stream('s1/b', 'raw2', 'complete'), stream('s1/c', 'raw3', 'violation', 'gap')];
+    const r = powerLossReport([account], exchanges, streams, new Set(['s2']));
+    expect(r).toMatchObject({ losses: 1, acked: 5, survived: 1, lost: 4, purged: 1, shorterLogs: 1, silent: 1 });
+    expect(r.lostByEnd).toEqual({ 'explicit refused 404 diverged': 1, 'not delivered to any client': 2, 'violation gap': 1 });
+  });
+});

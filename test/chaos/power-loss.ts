@@ -1,0 +1,182 @@
+/**
+ * Power-loss accounting (the `nats_power_loss` fault): what the log tap held
+ * as acknowledged in a window before every NATS node was SIGKILLed, compared
+ * position by position with what the log holds after the restart, and then
+ * how each lost event ended for the clients that had it. Pure functions; the
+ * tap (`log-tap.ts`) feeds them, the checker and the report use them.
+ */
+import { decodeEventId } from '@tether/protocol';
+import type { StreamReport } from './checker.js';
+import type { LogRecord } from './log-tap.js';
+import type { Exchange } from './record.js';
+import { bump } from './util.js';
+
+/** A message at one position: a log event of `key` (`<session>/<stream>`), or `key: undefined` for anything else stored there (an audit event). */
+export interface Held {
+  readonly key: string | undefined;
+  readonly record: LogRecord;
+}
+
+/** One acknowledged event the log does not hold after a power loss. */
+export interface LostEvent {
+  readonly key: string;
+  readonly record: LogRecord;
+  /** `overwritten`: another message sits at its position now; `absent`: nothing does. */
+  readonly how: 'overwritten' | 'absent';
+}
+
+/**
+ * Purged, not lost: absent, and its session is closed by the end of the run
+ * (a close purges the session's events, before the loss or after it). An
+ * event a loss took from a session closed later counts here too, so `lost`
+ * is a lower bound where sessions close.
+ */
+export function isPurged(event: LostEvent, closedSessions: ReadonlySet<string>): boolean {
+  return event.how === 'absent' && closedSessions.has(event.key.split('/')[0] ?? '');
+}
+
+/** The tap's view just before a power loss. */
+export interface LossMark {
+  readonly at: number;
+  /** Highest position the tap saw acknowledged (its consumer, or the leader's republish). */
+  readonly lastPos: number;
+  /** First position re-checked after the restart. */
+  readonly fromPos: number;
+}
+
+/** What one power loss did to the acknowledged log events the tap held. */
+export interface PowerLossAccount {
+  readonly mark: LossMark;
+  /** Log events the tap held in `[fromPos, lastPos]`. */
+  acked: number;
+  /** Of those, found again at their position, same stream, seq and bytes. */
+  survived: number;
+  lost: LostEvent[];
+  /** Held positions not compared (the re-read did not get there in time): the account is partial when > 0. */
+  unchecked: number;
+  /** The stream's last position when the re-read began: below `mark.lastPos`, the tail was lost. */
+  lastPosAfterRestart: number | undefined;
+}
+
+/**
+ * Compares what was held in the window with what was read there after the
+ * restart. `reread` maps a position to the message found there, or to
+ * `null` when the log holds nothing at it (looked up one by one). Returns
+ * the account's counts and the messages read that the tap did not hold as
+ * they are now (new events to add to its copy).
+ */
+export function compareWindow(held: ReadonlyMap<number, Held>, reread: ReadonlyMap<number, Held | null>): { survived: number; lost: LostEvent[]; unchecked: number; added: Array<Held & { readonly pos: number }> } {
+  let survived = 0;
+  let unchecked = 0;
+  const lost: LostEvent[] = [];
+  for (const [pos, h] of held) {
+    if (h.key === undefined) continue;
+    const now = reread.get(pos);
+    if (now === undefined) {
+      unchecked += 1;
+      continue;
+    }
+    if (now === null) {
+      lost.push({ key: h.key, record: h.record, how: 'absent' });
+      continue;
+    }
+    if (now.key === h.key && now.record.seq === h.record.seq && now.record.digest === h.record.digest && now.record.epoch === h.record.epoch) survived += 1;
+    else lost.push({ key: h.key, record: h.record, how: 'overwritten' });
+  }
+  const added: Array<Held & { readonly pos: number }> = [];
+  for (const [pos, now] of reread) {
+    if (now === null || now.key === undefined) continue;
+    const h = held.get(pos);
+    if (h !== undefined && h.key === now.key && h.record.seq === now.record.seq && h.record.digest === now.record.digest && h.record.epoch === now.record.epoch) continue;
+    added.push({ ...now, pos });
+  }
+  return { survived, lost, unchecked, added };
+}
+
+/** The power-loss part of the report. */
+export interface PowerLossReport {
+  /** Power losses whose accounting ran. */
+  readonly losses: number;
+  /** Acknowledged log events held in the windows before them, and how many of them were found again. */
+  readonly acked: number;
+  readonly survived: number;
+  /** Lost: acknowledged, and not in the log after the restart (the session still open, or its close came after the loss). */
+  readonly lost: number;
+  /** Absent, and their session closed (purged) by the end of the run: not counted as lost (see `isPurged`). */
+  readonly purged: number;
+  /** Not compared (a re-read that ran out of time). */
+  readonly unchecked: number;
+  /** Lost tails: restarts after which the log ended before the last acknowledged position. */
+  readonly shorterLogs: number;
+  /**
+   * Each lost event by how it ended for the clients: `not delivered` (no
+   * client had it), else the class of the stream of every client that had
+   * it (`complete` before the loss, `explicit <verdict>`, `open`,
+   * `unfinished …`, or `violation <kinds>`: silent).
+   */
+  readonly lostByEnd: Readonly<Record<string, number>>;
+  /** Lost events delivered to a client whose stream then ended silently (a violation): counted in the silent violations too. */
+  readonly silent: number;
+  readonly examples: readonly string[];
+}
+
+/**
+ * Joins the accounts with what the clients saw: for each lost event, the
+ * streams of the clients that had received it and how they ended.
+ * `closedSessions` are sessions closed by the end of the run (their events
+ * purged, a loss or not).
+ */
+export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges: readonly Exchange[], streams: readonly StreamReport[], closedSessions: ReadonlySet<string>): PowerLossReport {
+  // Which client got which event: by position, with the digest (a position can hold another event after a loss).
+  const delivered = new Map<number, Array<{ client: string; digest: string; epoch: string }>>();
+  for (const ex of exchanges) {
+    for (const e of ex.events) {
+      if (e.id === undefined || e.ack !== undefined) continue;
+      const id = decodeEventId(e.id);
+      if (!id.ok) continue;
+      const list = delivered.get(id.value.pos) ?? [];
+      if (list.length === 0) delivered.set(id.value.pos, list);
+      list.push({ client: ex.client, digest: e.digest, epoch: id.value.epoch });
+    }
+  }
+  const byKey = new Map<string, StreamReport[]>();
+  for (const s of streams) {
+    const list = byKey.get(s.key) ?? [];
+    if (list.length === 0) byKey.set(s.key, list);
+    list.push(s);
+  }
+  const lostByEnd: Record<string, number> = {};
+  const examples: string[] = [];
+  let acked = 0;
+  let survived = 0;
+  let lost = 0;
+  let purged = 0;
+  let unchecked = 0;
+  let shorterLogs = 0;
+  let silent = 0;
+  for (const account of accounts) {
+    acked += account.acked;
+    survived += account.survived;
+    unchecked += account.unchecked;
+    if (account.lastPosAfterRestart !== undefined && account.lastPosAfterRestart < account.mark.lastPos) shorterLogs += 1;
+    for (const event of account.lost) {
+      if (isPurged(event, closedSessions)) {
+        purged += 1;
+        continue;
+      }
+      lost += 1;
+      const r0 = event.record;
+      const had = (delivered.get(r0.pos) ?? []).filter((d) => d.epoch === r0.epoch && (r0.kind === 'prime' || d.digest === r0.digest));
+      const clients = had.length === 0 ? undefined : new Set(had.map((d) => d.client));
+      const reports = (byKey.get(event.key) ?? []).filter((s) => clients?.has(s.client) === true);
+      if (reports.length === 0) bump(lostByEnd, 'not delivered to any client');
+      for (const r of reports) {
+        const end = r.cls === 'explicit' || r.cls === 'unfinished' || r.cls === 'violation' ? `${r.cls} ${r.reason ?? '?'}` : r.cls;
+        bump(lostByEnd, end);
+        if (r.cls === 'violation') silent += 1;
+      }
+      if (examples.length < 20) examples.push(`${event.key} seq ${event.record.seq} pos ${event.record.pos} (${event.record.kind}, ${event.how}), delivered to ${clients === undefined ? 'no client' : [...clients].join(', ')}`);
+    }
+  }
+  return { losses: accounts.length, acked, survived, lost, purged, unchecked, shorterLogs, lostByEnd, silent, examples };
+}
