@@ -141,6 +141,8 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     watchControl: fc.record({ sessionId: session }),
     recordAudit: auditRequest,
     recordAuditBatch: fc.record({ events: fc.array(auditRequest, { maxLength: 12 }) }),
+    watchAdmin: fc.record({ instance: fc.oneof(fc.constant('gw-fuzz'), fc.constant('a..b'), anyText(140)) }),
+    answerAdmin: fc.record({ instance: fc.oneof(fc.constant('gw-fuzz'), anyText(140)), requestId: fc.oneof(fc.constant('0123456789abcdef0123456789abcdef'), anyText(40)), ok: fc.boolean(), detail: anyText(300) }),
     probeWriter: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), sessionId: maybe(session), stream: maybe(stream), timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer'] }),
   };
   return fc.oneof(...(Object.entries(byRpc) as [RpcName, fc.Arbitrary<Record<string, unknown>>][]).map(([rpc, arb]) => arb.map((request) => ({ rpc, request }))));
@@ -235,7 +237,7 @@ export const rawField: fc.Arbitrary<RawField> = fc.oneof(
 export const rawRequest: fc.Arbitrary<{ rpc: RpcName; bytes: Buffer; shape: string }> = fc.record({
   rpc: fc.constantFrom<RpcName>(
     'openSession', 'getSession', 'touchSession', 'closeSession', 'append', 'appendBatch', 'head', 'read',
-    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl', 'probeWriter', 'recordAudit', 'recordAuditBatch',
+    'resume', 'follow', 'acquireLease', 'renewLease', 'releaseLease', 'getLeaseHolder', 'publishControl', 'watchControl', 'probeWriter', 'recordAudit', 'recordAuditBatch', 'watchAdmin', 'answerAdmin',
   ),
   body: fc.oneof(
     { weight: 2, arbitrary: fc.uint8Array({ maxLength: 256 }).map((b) => ({ bytes: Buffer.from(b), shape: 'random bytes' })) },

@@ -16,6 +16,8 @@ export type { CursorServiceServer } from './gen/tether/cursor/v1/cursor.js';
 export {
   AcquireLeaseRequest,
   AcquireLeaseResponse,
+  AnswerAdminRequest,
+  AnswerAdminResponse,
   AppendBatchRequest,
   AppendBatchResponse,
   AppendBatchResult,
@@ -61,13 +63,15 @@ export {
   Session,
   TouchSessionRequest,
   TouchSessionResponse,
+  WatchAdminRequest,
+  WatchAdminResponse,
   WatchControlRequest,
   WatchControlResponse,
 } from './gen/tether/cursor/v1/cursor.js';
 export { Status as RpcStatus } from './gen/google/rpc/status.js';
 
 // Enums (`as const` objects) and their wire spellings.
-export { ControlType, EndReason, EventKind, ResumeVerdict, SessionState, WriterState } from './gen/tether/cursor/v1/cursor.js';
+export { AdminRequestType, ControlType, EndReason, EventKind, ResumeVerdict, SessionState, WriterState } from './gen/tether/cursor/v1/cursor.js';
 export {
   controlTypeFromSpelling,
   controlTypeSpelling,

@@ -43,8 +43,12 @@ export async function closeSessionByTag(access: InspectAccess, tag: string, know
 /**
  * Asks one gateway instance (by its `--instance-id`) to drain, as SIGTERM
  * would: it answers, then refuses new work, hands its client streams to
- * the other instances and exits. `instance_not_found` when no instance of
- * that name listens (on this namespace), or none answered in `timeoutMs`.
+ * the other instances and exits. Gateways with the log in-process listen on
+ * `<prefix>.admin.<instance>` themselves; a gateway on `--log grpc://`
+ * through its session-log service (WatchAdmin), which answers `ok: false`
+ * with a timeout detail if the gateway does not. `instance_not_found` when
+ * no instance of that name listens (on this namespace), or none answered in
+ * `timeoutMs`.
  */
 export async function requestDrain(access: InspectAccess, instance: string, timeoutMs = 3_000): Promise<AdminAnswer> {
   if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(instance) || instance.includes('..') || instance.startsWith('.') || instance.endsWith('.')) {
@@ -57,7 +61,7 @@ export async function requestDrain(access: InspectAccess, instance: string, time
     const code = (err as { code?: string }).code;
     const text = String(err);
     if (code === '503' || /no responders|timeout/i.test(text)) {
-      throw new InspectError(InspectErrorCode.instanceNotFound, `no gateway instance ${instance} answered on ${access.subjects.admin(instance)} (${/timeout/i.test(text) ? 'timeout' : 'no responders'}): check the name (its --instance-id), --namespace, and that it runs with the log in-process (gRPC-mode gateways cannot be drained this way)`, { cause: err });
+      throw new InspectError(InspectErrorCode.instanceNotFound, `no gateway instance ${instance} answered on ${access.subjects.admin(instance)} (${/timeout/i.test(text) ? 'timeout' : 'no responders'}): check the name (its --instance-id) and --namespace; a gateway on --log grpc:// listens through its session-log service, so that service must run a version with WatchAdmin and share this NATS and namespace`, { cause: err });
     }
     throw new InspectError(InspectErrorCode.unavailable, `drain request failed: ${text}`, { cause: err });
   }

@@ -47,6 +47,7 @@ export function adminHelp(): string {
     '                           epoch, nothing after the end); exit 1 on any hole or fork, named by position',
     '  close <tag>              close the session on every instance (registry, purge, control message)',
     '  drain <instance>         ask one gateway instance (its --instance-id) to drain, as SIGTERM would',
+    '                           (in-process or --log grpc:// gateways alike)',
     '    --timeout MS           how long to wait for its answer (default 3000)',
     '',
     'Flags of every command:',

@@ -28,13 +28,17 @@ export interface RawEvent {
   readonly endReason: string | undefined;
 }
 
-/** Every message under `filter` in log order, through one ephemeral consumer (single filter: 2.9-compatible). */
-export async function readAll<T>(access: InspectAccess, filter: string, map: (msg: JsMsg) => T | undefined): Promise<T[]> {
+/**
+ * Every message under `filter` in log order, through one ephemeral consumer
+ * (single filter: 2.9-compatible). With `lastPerSubject`, only the last
+ * message of each subject under it.
+ */
+export async function readAll<T>(access: InspectAccess, filter: string, map: (msg: JsMsg) => T | undefined, lastPerSubject = false): Promise<T[]> {
   let info;
   try {
     info = await access.jsm.consumers.add(access.streamName, {
       filter_subject: filter,
-      deliver_policy: DeliverPolicy.All,
+      deliver_policy: lastPerSubject ? DeliverPolicy.LastPerSubject : DeliverPolicy.All,
       ack_policy: AckPolicy.None,
       mem_storage: true,
       num_replicas: 1,
@@ -111,6 +115,18 @@ export async function readAllAudit(access: InspectAccess): Promise<Map<string, A
     bySession.set(sessionId, list);
   }
   return bySession;
+}
+
+/**
+ * The last audit message of every session still retained, by session id:
+ * its event, or `null` when that message does not decode (the session's
+ * last decodable event is then an earlier one). One consumer that delivers
+ * one message per subject, however many events each session has.
+ */
+export async function readLastAudit(access: InspectAccess): Promise<Map<string, AuditEvent | null>> {
+  const prefix = access.subjects.audit('');
+  const rows = await readAll(access, access.subjects.auditWildcard, (msg) => ({ sessionId: msg.subject.slice(prefix.length), event: decodeAuditEvent(msg.data) ?? null }), true);
+  return new Map(rows.map((r) => [r.sessionId, r.event]));
 }
 
 /** How many streams each session holds in the log now (`subjects_filter` on the session's subjects). */

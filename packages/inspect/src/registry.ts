@@ -12,7 +12,8 @@ export interface KnownSession {
   readonly record: SessionRecord | undefined;
 }
 
-const READ_PARALLEL = 32;
+/** Registry and log reads in flight at once (per listing). */
+export const READ_PARALLEL = 32;
 
 /**
  * Every session the deployment still knows: each registry entry, plus every
@@ -48,10 +49,20 @@ export async function scanSessions(access: InspectAccess): Promise<KnownSession[
 
 /** Session ids that have audit events in the log (from the stream's subject counts). */
 async function auditedSessions(access: InspectAccess): Promise<string[]> {
+  return [...(await auditCounts(access)).keys()];
+}
+
+/** How many audit events each session has in the log: one stream info with a subjects filter (counts, no messages read). */
+export async function auditCounts(access: InspectAccess): Promise<Map<string, number>> {
   const prefix = access.subjects.audit('');
   try {
     const info = await access.jsm.streams.info(access.streamName, { subjects_filter: access.subjects.auditWildcard });
-    return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length)).filter(isSessionId);
+    const counts = new Map<string, number>();
+    for (const [subject, n] of Object.entries(info.state.subjects ?? {})) {
+      const id = subject.slice(prefix.length);
+      if (isSessionId(id)) counts.set(id, n);
+    }
+    return counts;
   } catch (err) {
     throw new InspectError(InspectErrorCode.unavailable, `cannot list audit subjects: ${String(err)}`, { cause: err });
   }

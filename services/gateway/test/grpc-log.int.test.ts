@@ -1,4 +1,6 @@
 import { fileURLToPath } from 'node:url';
+import { InterceptingCall, status } from '@grpc/grpc-js';
+import type { Interceptor } from '@grpc/grpc-js';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeEventId } from '@tether/protocol';
@@ -232,6 +234,41 @@ describe('LogPort over gRPC only', () => {
     const wrong = await open(() => createGrpcLog({ target: `127.0.0.1:${service.port}`, token: 'not-the-token-at-all' }));
     const err = await wrong.createSession('p', {}).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'log_unavailable', fields: { detail: { grpcStatus: 16, serviceCode: 'unauthenticated' } } });
+  });
+
+  it('retries an append whose replies were all lost with the same expected_seq: stored once, answered with the first attempt', async () => {
+    // The service stores each Append, but the gateway never hears back for three of them: the outcome is unknown.
+    let lost = 3;
+    const loseAppendReplies: Interceptor = (options, nextCall) => {
+      if (!options.method_definition.path.endsWith('/Append') || lost >= 3) return new InterceptingCall(nextCall(options));
+      lost += 1;
+      return new InterceptingCall(nextCall(options), {
+        start(metadata, listener, next) {
+          next(metadata, {
+            // The answer arrives, but the status says it did not (grpc-js then drops the message).
+            onReceiveStatus: (s, nextStatus) => nextStatus({ ...s, code: status.UNAVAILABLE, details: 'reply lost (test)' }),
+          });
+        },
+      });
+    };
+    const log = await open(() => createGrpcLog({ target: `127.0.0.1:${service.port}`, token: TOKEN, interceptors: [loseAppendReplies] }));
+    const session = await log.createSession('p');
+    const writer = newWriterId();
+    const first = await log.append(session.sessionId, 'abcdefgh', 'event', bytes('one'), { writer });
+    lost = 0;
+    const doubtful = await log.append(session.sessionId, 'abcdefgh', 'event', bytes('two'), { writer }).then(
+      (result) => result,
+      (err: unknown) => err,
+    );
+    expect(isSessionLogError(doubtful, 'log_unavailable')).toBe(true);
+    expect(lost).toBe(3);
+    // The pump's retry (same bytes, `retry: true`): the service finds seq 2 holds exactly this event.
+    const retried = await log.append(session.sessionId, 'abcdefgh', 'event', bytes('two'), { writer, retry: true });
+    expect(retried.seq).toBe(first.seq + 1);
+    const third = await log.append(session.sessionId, 'abcdefgh', 'event', bytes('three'), { writer });
+    expect(third.seq).toBe(first.seq + 2);
+    const stored = await log.readPage(session.sessionId, 'abcdefgh', 0, 10);
+    expect(stored.map((e) => text(e.payload))).toEqual(['one', 'two', 'three']);
   });
 
   it('survives a restart of the service: appends continue the chain, readers and watchers carry on, nothing is duplicated', async () => {

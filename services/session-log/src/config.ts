@@ -31,7 +31,7 @@ export const FLAGS = [
   { flag: 'max-payload-bytes', env: 'TETHER_MAX_PAYLOAD_BYTES', help: 'largest event payload accepted', fallback: '1044480' },
   { flag: 'max-batch-entries', env: 'TETHER_MAX_BATCH_ENTRIES', help: 'most entries in one AppendBatch', fallback: '1000' },
   { flag: 'max-message-bytes', env: 'TETHER_GRPC_MAX_MESSAGE_BYTES', help: 'largest request message (bounds a batch)', fallback: '16777216' },
-  { flag: 'max-streams-per-caller', env: 'TETHER_MAX_STREAMS_PER_CALLER', help: 'Resume/Follow/WatchControl streams one caller may hold', fallback: '1000' },
+  { flag: 'max-streams-per-caller', env: 'TETHER_MAX_STREAMS_PER_CALLER', help: 'Resume/Follow/WatchControl/WatchAdmin streams one caller may hold', fallback: '1000' },
   { flag: 'max-sessions-per-principal', env: 'TETHER_MAX_SESSIONS_PER_PRINCIPAL', help: 'open sessions per principal, all instances (0 = no limit)', fallback: '0' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in its audit events (letters, digits, _, -, ., :; up to 128)', fallback: 'tether-session-log' },
   { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'separates deployments on one NATS account: the log stream, subjects and buckets carry it (a-z, 0-9, _, -; up to 32)', fallback: '' },

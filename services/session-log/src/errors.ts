@@ -9,7 +9,7 @@ import type { Refusal, SessionLogErrorFields } from '@tether/session-log';
 export const ServiceErrorCode = {
   /** No, or a wrong, bearer token / client certificate. */
   unauthenticated: 'unauthenticated',
-  /** The caller already has `maxStreamsPerCaller` Resume/Follow/WatchControl streams open. */
+  /** The caller already has `maxStreamsPerCaller` Resume/Follow/WatchControl/WatchAdmin streams open. */
   tooManyStreams: 'too_many_streams',
   /** A refused resume; the verdict says which. */
   resumeRefused: 'resume_refused',

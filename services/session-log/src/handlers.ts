@@ -3,6 +3,7 @@ import type { CursorServiceServer } from '@tether/cursor-proto';
 import type { ControlMessage, SessionLog } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
+import { answerAdmin, watchAdminHandler } from './admin.js';
 import { Appender } from './append.js';
 import { auditEventOf, createServiceAudit, DEFAULT_INSTANCE_ID } from './audit.js';
 import type { AppendLimits } from './append.js';
@@ -114,6 +115,8 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
       return {};
     }),
     watchControl: watchControlHandler(deps),
+    watchAdmin: watchAdminHandler(deps),
+    answerAdmin: unary(auth, logger, 'AnswerAdmin', async (req) => answerAdmin(log, req)),
 
     recordAudit: unary(auth, logger, 'RecordAudit', async (req, ctx) => {
       const sessionId = sessionIdOf(req.sessionId);

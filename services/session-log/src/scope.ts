@@ -65,8 +65,9 @@ export function publicMeta(meta: Readonly<Record<string, string>>): Record<strin
 }
 
 /**
- * Open streams (Resume, Follow, WatchControl) per caller. A caller at its
- * limit gets `too_many_streams` instead of one more open subscription.
+ * Open streams (Resume, Follow, WatchControl, WatchAdmin, HoldPresence) per
+ * caller. A caller at its limit gets `too_many_streams` instead of one more
+ * open subscription.
  */
 export class StreamLimiter {
   readonly #open = new Map<string, number>();

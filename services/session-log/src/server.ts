@@ -47,7 +47,7 @@ export interface SessionLogServiceOptions {
   readonly maxBatchEntries?: number;
   /** Largest request message, bytes (bounds an AppendBatch). Default 16 MiB. */
   readonly maxMessageBytes?: number;
-  /** Resume, Follow and WatchControl streams one caller may hold open. Default 1000. */
+  /** Resume, Follow, WatchControl and WatchAdmin streams one caller may hold open. Default 1000. */
   readonly maxStreamsPerCaller?: number;
   /** Open sessions per principal, across every instance sharing the log (OpenSession answers RESOURCE_EXHAUSTED `too_many_sessions` past it). 0: no limit. Default 0. */
   readonly maxSessionsPerPrincipal?: number;
@@ -71,7 +71,7 @@ export interface SessionLogService {
   readonly target: string;
   /** The session log it serves. */
   readonly log: SessionLog;
-  /** Resume/Follow/WatchControl streams open now. */
+  /** Resume/Follow/WatchControl/WatchAdmin streams open now. */
   readonly openStreams: number;
   /** Stops accepting calls, lets running ones finish for `graceMs` (default 5000), then cancels the rest and closes NATS. */
   close(graceMs?: number): Promise<void>;

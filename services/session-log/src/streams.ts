@@ -39,7 +39,7 @@ export interface StreamDeps {
  * until the previous one fits into the call's buffer, so a slow reader costs
  * a few messages of memory, not its whole backlog.
  */
-async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signal: AbortSignal): Promise<void> {
+export async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signal: AbortSignal): Promise<void> {
   if (call.write(message)) return;
   await new Promise<void>((resolve) => {
     const done = (): void => {
@@ -59,7 +59,7 @@ async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signa
  * counts the stream against the caller's limit, aborts on cancellation or
  * deadline, and ends the call with a mapped status on failure.
  */
-function streaming<Req, Res>(deps: StreamDeps, name: string, body: (call: ServerWritableStream<Req, Res>, caller: string, signal: AbortSignal) => Promise<void>) {
+export function streaming<Req, Res>(deps: StreamDeps, name: string, body: (call: ServerWritableStream<Req, Res>, caller: string, signal: AbortSignal) => Promise<void>) {
   return (call: ServerWritableStream<Req, Res>): void => {
     const traced = startCallSpan(name, call.metadata);
     const abort = new AbortController();

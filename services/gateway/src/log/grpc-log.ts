@@ -2,7 +2,7 @@ import { InterceptingCall, Metadata, status } from '@grpc/grpc-js';
 import type { ClientReadableStream, Interceptor } from '@grpc/grpc-js';
 import { callUnary, controlTypeFromSpelling, controlTypeSpelling, createCursorClient, readCallFailure, resumeVerdictSpelling } from '@tether/cursor-proto';
 import { endReasonFromSpelling, endReasonSpelling, eventKindFromSpelling, eventKindSpelling } from '@tether/cursor-proto';
-import { WriterState as WireWriterState } from '@tether/cursor-proto';
+import { AdminRequestType as WireAdminType, WriterState as WireWriterState } from '@tether/cursor-proto';
 import type { CursorClientTls, CursorServiceClient, Event, ResumeResponse, Session } from '@tether/cursor-proto';
 import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
@@ -24,6 +24,8 @@ export interface GrpcLogOptions {
   readonly appendAttempts?: number;
   /** How long `createGrpcLog` waits for the first connection. Default 10 s. */
   readonly connectTimeoutMs?: number;
+  /** grpc-js client interceptors, run before the gateway's own (traceparent, token): instrumentation, or a test's lost replies. */
+  readonly interceptors?: readonly Interceptor[];
 }
 
 /** Resume and Follow messages both carry the next event here. */
@@ -52,7 +54,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     target: options.target,
     ...(options.token === undefined ? {} : { token: options.token }),
     ...(tls === undefined ? {} : { tls }),
-    channelOptions: { interceptors: [traceparentInterceptor] },
+    channelOptions: { interceptors: [...(options.interceptors ?? []), traceparentInterceptor] },
   });
   const deadlineMs = options.callTimeoutMs ?? 10_000;
   const attempts = options.appendAttempts ?? 3;
@@ -86,6 +88,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
   });
   const lastSeq = new Map<string, number>();
+  /** The expected_seq of each stream's last append whose outcome stayed unknown (UNAVAILABLE, DEADLINE_EXCEEDED after every attempt). */
+  const inDoubt = new Map<string, number>();
   const queues = new Map<string, Promise<unknown>>();
   /** Events after `from`; after a lost connection it follows again from the last event delivered (the service checks the chain). */
   const follower = (sessionId: string, stream: string, from: Cursor, signal?: AbortSignal, first?: ClientReadableStream<Carrier>) => {
@@ -112,8 +116,14 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
         // A stream this call opens is empty: no Head round trip to learn that.
         // A claim follows exactly the head it found orphaned, never a cached position.
         if (appendOptions.claim !== undefined) lastSeq.delete(key);
+        // A retry of an append whose outcome stayed unknown asks for the same seq again: the
+        // service answers the stored event if it is this one (`duplicate`), a conflict if it
+        // is another. Without it the retry would read the head, find its own first attempt
+        // there and append it once more (found by npm run chaos -- --log grpc with a power loss).
+        const doubt = appendOptions.retry === true && appendOptions.claim === undefined ? inDoubt.get(key) : undefined;
+        inDoubt.delete(key);
         const known = appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq);
-        const expectedSeq = (known ?? 0) + 1;
+        const expectedSeq = doubt ?? (known ?? 0) + 1;
         const request = {
           sessionId,
           stream,
@@ -140,6 +150,10 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
               continue;
             }
             lastSeq.delete(key);
+            if (code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED) {
+              inDoubt.set(key, expectedSeq);
+              if (inDoubt.size > MAX_TRACKED_STREAMS) inDoubt.delete(inDoubt.keys().next().value as string);
+            }
             throw toLogError(err);
           }
         }
@@ -228,9 +242,13 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       // request path waits for it, and a lost or refused event is dropped.
       audits.add(request);
     },
-    // The cursor API has no admin channel: a gateway in this mode cannot be
-    // drained by tether-admin (docs/design.md, "Audit events").
-    listenAdmin: () => () => undefined,
+    // tether-admin's `drain <instance>` through the service: WatchAdmin holds
+    // `<prefix>.admin.<instance>` on NATS for us, AnswerAdmin answers.
+    listenAdmin(instanceId, listener) {
+      const abort = new AbortController();
+      void watchAdmin(client, instanceId, listener, abort.signal, deadlineMs);
+      return () => abort.abort();
+    },
     publishControl(message) {
       const request = { message: { type: controlTypeFromSpelling(message.type) ?? 0, sessionId: message.sessionId, stream: message.stream, from: message.from } };
       // Fire and forget, like a core-NATS publish: nobody waits for it.
@@ -315,6 +333,40 @@ async function* reopening<M, T>(open: () => ClientReadableStream<M>, pick: (m: M
   } finally {
     signal?.removeEventListener('abort', cancel);
     call.cancel();
+  }
+}
+
+/** Reopens WatchAdmin after every failure, for as long as the gateway runs, except where the service cannot serve it. */
+const ADMIN_GIVE_UP: ReadonlySet<number> = new Set([status.UNIMPLEMENTED, status.INVALID_ARGUMENT, status.UNAUTHENTICATED, status.PERMISSION_DENIED]);
+const ADMIN_RETRY_MS = 2_000;
+
+/**
+ * Operator requests addressed to this instance, over WatchAdmin; each is
+ * answered with AnswerAdmin (not awaited: the service replies on NATS, or
+ * tells the operator the answer timed out). Unlike control watchers, which
+ * belong to one delivery, this lives as long as the gateway: a broken
+ * stream is reopened (`reopening`'s backoff, then every 2 s) until the
+ * listener is stopped, and gives up only on a service that cannot serve it
+ * (older than WatchAdmin, or refusing the instance id or the token).
+ */
+async function watchAdmin(client: CursorServiceClient, instance: string, listener: Parameters<LogPort['listenAdmin']>[1], signal: AbortSignal, deadlineMs: number): Promise<void> {
+  const answer = (requestId: string, value: { ok: boolean; detail?: string }): void =>
+    void callUnary(client.answerAdmin.bind(client), { instance, requestId, ok: value.ok, detail: value.detail ?? '' }, { deadlineMs }).catch(() => undefined);
+  while (!signal.aborted) {
+    try {
+      for await (const request of reopening(() => client.watchAdmin({ instance }), (m) => (m.requestId === '' ? undefined : m), signal)) {
+        if (request.type !== WireAdminType.DRAIN) {
+          answer(request.requestId, { ok: false, detail: 'not an admin request' });
+          continue;
+        }
+        listener({ type: 'drain', ...(request.from === undefined ? {} : { from: request.from }) }, (a) => answer(request.requestId, a));
+      }
+    } catch (err) {
+      const code = readCallFailure((err as { cause?: unknown }).cause ?? err).code;
+      if (ADMIN_GIVE_UP.has(code)) return;
+    }
+    if (signal.aborted) return;
+    await new Promise((r) => setTimeout(r, ADMIN_RETRY_MS).unref());
   }
 }
 

@@ -78,7 +78,8 @@ export interface LogPort {
   /**
    * Calls `listener` with each operator request addressed to this instance
    * (`<prefix>.admin.<instance>`, from tether-admin) until the returned
-   * function is called; `reply` answers it. Over gRPC nothing arrives.
+   * function is called; `reply` answers it. Over gRPC the session-log
+   * service holds that subject for the gateway (WatchAdmin, AnswerAdmin).
    */
   listenAdmin(instanceId: string, listener: (request: AdminRequest, reply: (answer: AdminAnswer) => void) => void): () => void;
 

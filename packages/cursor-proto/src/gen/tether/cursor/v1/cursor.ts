@@ -162,6 +162,26 @@ export namespace ControlType {
   export type UNRECOGNIZED = typeof ControlType.UNRECOGNIZED;
 }
 
+/** What an operator asks of one instance (WatchAdmin). */
+export const AdminRequestType = {
+  /** UNSPECIFIED - The first, empty response of WatchAdmin; never a request. */
+  UNSPECIFIED: 0,
+  /**
+   * DRAIN - Drain as on SIGTERM: refuse new work, hand client streams to the other
+   * instances, stop.
+   */
+  DRAIN: 1,
+  UNRECOGNIZED: -1,
+} as const;
+
+export type AdminRequestType = typeof AdminRequestType[keyof typeof AdminRequestType];
+
+export namespace AdminRequestType {
+  export type UNSPECIFIED = typeof AdminRequestType.UNSPECIFIED;
+  export type DRAIN = typeof AdminRequestType.DRAIN;
+  export type UNRECOGNIZED = typeof AdminRequestType.UNRECOGNIZED;
+}
+
 /** A writer's liveness as a probe found it. */
 export const WriterState = {
   /** UNSPECIFIED - Never sent. */
@@ -848,6 +868,50 @@ export interface RecordAuditBatchRequest {
 export interface RecordAuditBatchResponse {
   /** How many events were accepted (all of them: the call is all or nothing). */
   recorded: number;
+}
+
+/** WatchAdmin input. */
+export interface WatchAdminRequest {
+  /**
+   * The caller's instance id (a gateway's `--instance-id`): 1 to 128 of
+   * A-Z, a-z, 0-9, `_`, `-`, `:` and single dots, not at either end.
+   */
+  instance: string;
+}
+
+/** One message of a WatchAdmin stream: an operator's request to answer. */
+export interface WatchAdminResponse {
+  /**
+   * Opaque, random; echo it in AnswerAdmin. Empty on the first response,
+   * which only says that the subscription is open.
+   */
+  requestId: string;
+  /** What is asked (UNSPECIFIED on the first response). */
+  type: AdminRequestType;
+  /**
+   * Who asks (`tether-admin`, an operator), for the caller's log; at most
+   * 64 characters.
+   */
+  from?: string | undefined;
+}
+
+/** AnswerAdmin input. */
+export interface AnswerAdminRequest {
+  /** The instance the request was addressed to (as in WatchAdminRequest). */
+  instance: string;
+  /** The `request_id` of the WatchAdminResponse answered. */
+  requestId: string;
+  /** Whether the instance does what was asked. */
+  ok: boolean;
+  /**
+   * A short sentence for the operator (`draining`, `already draining`), at
+   * most 256 characters.
+   */
+  detail: string;
+}
+
+/** AnswerAdmin output (empty). */
+export interface AnswerAdminResponse {
 }
 
 function createBaseSession(): Session {
@@ -4969,6 +5033,274 @@ export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
   },
 };
 
+function createBaseWatchAdminRequest(): WatchAdminRequest {
+  return { instance: "" };
+}
+
+export const WatchAdminRequest: MessageFns<WatchAdminRequest> = {
+  encode(message: WatchAdminRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.instance !== "") {
+      writer.uint32(10).string(message.instance);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchAdminRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchAdminRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.instance = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchAdminRequest>, I>>(base?: I): WatchAdminRequest {
+    return WatchAdminRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchAdminRequest>, I>>(object: I): WatchAdminRequest {
+    const message = createBaseWatchAdminRequest();
+    message.instance = object.instance ?? "";
+    return message;
+  },
+};
+
+function createBaseWatchAdminResponse(): WatchAdminResponse {
+  return { requestId: "", type: 0, from: undefined };
+}
+
+export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
+  encode(message: WatchAdminResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    if (message.type !== 0) {
+      writer.uint32(16).int32(message.type);
+    }
+    if (message.from !== undefined) {
+      writer.uint32(26).string(message.from);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchAdminResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchAdminResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchAdminResponse>, I>>(base?: I): WatchAdminResponse {
+    return WatchAdminResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchAdminResponse>, I>>(object: I): WatchAdminResponse {
+    const message = createBaseWatchAdminResponse();
+    message.requestId = object.requestId ?? "";
+    message.type = object.type ?? 0;
+    message.from = object.from ?? undefined;
+    return message;
+  },
+};
+
+function createBaseAnswerAdminRequest(): AnswerAdminRequest {
+  return { instance: "", requestId: "", ok: false, detail: "" };
+}
+
+export const AnswerAdminRequest: MessageFns<AnswerAdminRequest> = {
+  encode(message: AnswerAdminRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.instance !== "") {
+      writer.uint32(10).string(message.instance);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.ok !== false) {
+      writer.uint32(24).bool(message.ok);
+    }
+    if (message.detail !== "") {
+      writer.uint32(34).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerAdminRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerAdminRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.instance = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ok = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerAdminRequest>, I>>(base?: I): AnswerAdminRequest {
+    return AnswerAdminRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerAdminRequest>, I>>(object: I): AnswerAdminRequest {
+    const message = createBaseAnswerAdminRequest();
+    message.instance = object.instance ?? "";
+    message.requestId = object.requestId ?? "";
+    message.ok = object.ok ?? false;
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseAnswerAdminResponse(): AnswerAdminResponse {
+  return {};
+}
+
+export const AnswerAdminResponse: MessageFns<AnswerAdminResponse> = {
+  encode(_: AnswerAdminResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerAdminResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerAdminResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerAdminResponse>, I>>(base?: I): AnswerAdminResponse {
+    return AnswerAdminResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerAdminResponse>, I>>(_: I): AnswerAdminResponse {
+    const message = createBaseAnswerAdminResponse();
+    return message;
+  },
+};
+
 /**
  * The session log. Every RPC is safe to call from any number of service
  * instances at once: they share one log on NATS JetStream.
@@ -5266,6 +5598,46 @@ export const CursorServiceService = {
       Buffer.from(RecordAuditBatchResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RecordAuditBatchResponse => RecordAuditBatchResponse.decode(value),
   },
+  /**
+   * Operator requests (tether-admin's `drain <instance>`, the operator API's
+   * DrainInstance) for a gateway that holds no NATS connection: "I am
+   * instance X, send me what is asked of X". For as long as the call lasts
+   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
+   * in-process gateways listen themselves, and forwards each request there
+   * as one response. The first response carries no request (empty
+   * `request_id`): from then on the subscription is open. The caller answers
+   * each request with AnswerAdmin; the service replies on NATS with that
+   * answer, or with `ok: false` and a timeout detail when none came within
+   * 2 s (or the call ended first). `instance` is checked like a gateway's
+   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
+   * Counts against `max_streams_per_caller`. Instance names are not scoped
+   * by caller: any caller may watch any name, as any NATS client with
+   * subscribe rights there may (tokens are the access control).
+   */
+  watchAdmin: {
+    path: "/tether.cursor.v1.CursorService/WatchAdmin" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchAdminRequest): Buffer => Buffer.from(WatchAdminRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchAdminRequest => WatchAdminRequest.decode(value),
+    responseSerialize: (value: WatchAdminResponse): Buffer => Buffer.from(WatchAdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchAdminResponse => WatchAdminResponse.decode(value),
+  },
+  /**
+   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
+   * on any service instance (the answer reaches the instance holding the
+   * stream over NATS). Fire and forget: OK means accepted; an unknown or
+   * late `request_id` is dropped.
+   */
+  answerAdmin: {
+    path: "/tether.cursor.v1.CursorService/AnswerAdmin" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AnswerAdminRequest): Buffer => Buffer.from(AnswerAdminRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AnswerAdminRequest => AnswerAdminRequest.decode(value),
+    responseSerialize: (value: AnswerAdminResponse): Buffer => Buffer.from(AnswerAdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AnswerAdminResponse => AnswerAdminResponse.decode(value),
+  },
 } as const;
 
 export interface CursorServiceServer extends UntypedServiceImplementation {
@@ -5388,6 +5760,30 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
    */
   recordAuditBatch: handleUnaryCall<RecordAuditBatchRequest, RecordAuditBatchResponse>;
+  /**
+   * Operator requests (tether-admin's `drain <instance>`, the operator API's
+   * DrainInstance) for a gateway that holds no NATS connection: "I am
+   * instance X, send me what is asked of X". For as long as the call lasts
+   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
+   * in-process gateways listen themselves, and forwards each request there
+   * as one response. The first response carries no request (empty
+   * `request_id`): from then on the subscription is open. The caller answers
+   * each request with AnswerAdmin; the service replies on NATS with that
+   * answer, or with `ok: false` and a timeout detail when none came within
+   * 2 s (or the call ended first). `instance` is checked like a gateway's
+   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
+   * Counts against `max_streams_per_caller`. Instance names are not scoped
+   * by caller: any caller may watch any name, as any NATS client with
+   * subscribe rights there may (tokens are the access control).
+   */
+  watchAdmin: handleServerStreamingCall<WatchAdminRequest, WatchAdminResponse>;
+  /**
+   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
+   * on any service instance (the answer reaches the instance holding the
+   * stream over NATS). Fire and forget: OK means accepted; an unknown or
+   * late `request_id` is dropped.
+   */
+  answerAdmin: handleUnaryCall<AnswerAdminRequest, AnswerAdminResponse>;
 }
 
 export interface CursorServiceClient extends Client {
@@ -5750,6 +6146,49 @@ export interface CursorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RecordAuditBatchResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Operator requests (tether-admin's `drain <instance>`, the operator API's
+   * DrainInstance) for a gateway that holds no NATS connection: "I am
+   * instance X, send me what is asked of X". For as long as the call lasts
+   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
+   * in-process gateways listen themselves, and forwards each request there
+   * as one response. The first response carries no request (empty
+   * `request_id`): from then on the subscription is open. The caller answers
+   * each request with AnswerAdmin; the service replies on NATS with that
+   * answer, or with `ok: false` and a timeout detail when none came within
+   * 2 s (or the call ended first). `instance` is checked like a gateway's
+   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
+   * Counts against `max_streams_per_caller`. Instance names are not scoped
+   * by caller: any caller may watch any name, as any NATS client with
+   * subscribe rights there may (tokens are the access control).
+   */
+  watchAdmin(request: WatchAdminRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchAdminResponse>;
+  watchAdmin(
+    request: WatchAdminRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchAdminResponse>;
+  /**
+   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
+   * on any service instance (the answer reaches the instance holding the
+   * stream over NATS). Fire and forget: OK means accepted; an unknown or
+   * late `request_id` is dropped.
+   */
+  answerAdmin(
+    request: AnswerAdminRequest,
+    callback: (error: ServiceError | null, response: AnswerAdminResponse) => void,
+  ): ClientUnaryCall;
+  answerAdmin(
+    request: AnswerAdminRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AnswerAdminResponse) => void,
+  ): ClientUnaryCall;
+  answerAdmin(
+    request: AnswerAdminRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AnswerAdminResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeAuditEvent, SessionLog } from '@tether/session-log';
+import type { AuditEvent } from '@tether/session-log';
+import { listSessions, openInspectAccess, sessionTag } from '@tether/inspect';
+import type { InspectAccess, SessionFilter } from '@tether/inspect';
+import { startNatsServer } from '@tether/testing';
+import type { NatsServer } from '@tether/testing';
+import { listFromEveryEvent, listFromLastEvents } from '../src/sessions.js';
+import { scanSessions } from '../src/registry.js';
+
+/**
+ * listSessions without a verdict filter orders sessions by their registry
+ * record and last audit event and reads only the listed sessions' events;
+ * the full pass reads every event. Both must give the same rows for the
+ * same log: here active and closed sessions of two routes, sessions whose
+ * last audit event is later than their record's touch (and earlier),
+ * equal times, sessions the registry forgot (expired, and closed by an
+ * audited close) and one whose last audit message does not decode.
+ */
+let nats: NatsServer;
+let log: SessionLog;
+let access: InspectAccess;
+const namespace = `lst${process.pid}`;
+const ids: Record<string, string> = {};
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  log = await SessionLog.create({ servers: nats.url, namespace });
+  access = await openInspectAccess({ servers: nats.url, namespace });
+  const base = Date.now();
+  const audit = async (name: string, events: Partial<AuditEvent>[]): Promise<void> => {
+    for (const e of events) await access.js.publish(access.subjects.audit(ids[name]!), encodeAuditEvent({ v: 1, atMs: base, instance: 'gw-t', kind: 'post', ...e }));
+  };
+  for (const [name, route] of [['a', '/mcp'], ['b', '/mcp'], ['c', '/other'], ['d', '/mcp'], ['e', '/other'], ['tie1', '/mcp'], ['tie2', '/mcp'], ['garbled', '/mcp'], ['quiet', '/mcp'], ['gone', '/mcp'], ['gone-closed', '/other']] as const) {
+    ids[name] = (await log.createSession('p', { route })).sessionId;
+  }
+  await audit('a', [{ kind: 'initialize', atMs: base - 5_000 }, { kind: 'resume', verdict: 'resumed', atMs: base + 60_000 }]);
+  await audit('b', [{ kind: 'initialize', atMs: base - 9_000 }, { kind: 'resume', verdict: 'truncated', atMs: base - 8_000 }]);
+  await audit('c', [{ kind: 'initialize', atMs: base + 30_000 }, { kind: 'post', atMs: base + 40_000 }]);
+  await audit('d', [{ kind: 'initialize', atMs: base + 10_000 }, { kind: 'close', atMs: base + 20_000 }]);
+  await log.closeSession(ids['d']!, 'test');
+  await audit('e', [{ kind: 'initialize', atMs: base - 100_000 }]);
+  await audit('tie1', [{ kind: 'post', atMs: base + 50_000 }]);
+  await audit('tie2', [{ kind: 'post', atMs: base + 50_000 }]);
+  await audit('garbled', [{ kind: 'post', atMs: base + 45_000 }, { kind: 'resume', verdict: 'resumed', atMs: base + 70_000 }]);
+  await access.js.publish(access.subjects.audit(ids['garbled']!), 'not an audit event');
+  // `quiet` has a record and no audit events; `gone` and `gone-closed` only audit events.
+  await audit('gone', [{ kind: 'initialize', atMs: base + 80_000 }, { kind: 'resume', verdict: 'epoch_mismatch', atMs: base + 90_000 }]);
+  await audit('gone-closed', [{ kind: 'initialize', atMs: base - 50_000 }, { kind: 'close', atMs: base - 40_000 }]);
+  for (const name of ['gone', 'gone-closed']) await access.sessions.purge(ids[name]!);
+}, 60_000);
+afterAll(async () => {
+  await access?.close();
+  await log?.close();
+  await nats?.cleanup();
+});
+
+describe('listSessions', () => {
+  it('lists from the registry and the listed sessions\' events exactly as the full pass does', async () => {
+    const known = await scanSessions(access);
+    expect(known.find((s) => s.sessionId === ids['gone'])?.record).toBeUndefined();
+    const filters: SessionFilter[] = [{}, { limit: 1 }, { limit: 3 }, { limit: 6 }, { limit: 10_000 }, { state: 'active' }, { state: 'active', limit: 2 }, { state: 'nonsense' }, { route: '/other' }, { route: '/mcp', limit: 4 }, { route: '/none' }, { state: 'closed' }, { state: 'expired' }, { verdict: 'resumed' }];
+    for (const filter of filters) {
+      const full = await listFromEveryEvent(access, filter, known);
+      expect({ filter, rows: await listSessions(access, filter) }).toEqual({ filter, rows: full });
+      if (filter.verdict !== undefined || filter.state === 'closed' || filter.state === 'expired') continue;
+      // The listed sessions' events read one session at a time, and in one pass.
+      expect({ filter, rows: await listFromLastEvents(access, filter, known, 0) }).toEqual({ filter, rows: full });
+      expect({ filter, rows: await listFromLastEvents(access, filter, known, Infinity) }).toEqual({ filter, rows: full });
+    }
+    const all = await listSessions(access, {});
+    const tag = (name: string): string => sessionTag(ids[name]!);
+    expect(all).toHaveLength(11);
+    // The forgotten sessions are there, in their place by their last audit event.
+    expect(all[0]).toMatchObject({ tag: tag('gone'), state: 'expired', verdicts: { epoch_mismatch: 1 } });
+    expect(all.find((r) => r.tag === tag('gone-closed'))).toMatchObject({ state: 'closed', route: undefined });
+    expect(all.find((r) => r.tag === tag('garbled'))).toMatchObject({ verdicts: { resumed: 1 } });
+    expect(all.slice(1, 5).map((r) => r.tag)).toEqual([tag('garbled'), tag('a'), tag('tie1'), tag('tie2')]);
+    expect((await listSessions(access, { limit: 2 })).map((r) => r.tag)).toEqual([tag('gone'), tag('garbled')]);
+  });
+});
