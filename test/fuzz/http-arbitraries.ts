@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { UpstreamTools } from '@tether/testing';
+import type { SeededSession, WireRequest } from './gateway-stack.js';
 
 /**
  * Arbitraries of the gateway fuzz suite. Requests are generated as recipes
@@ -399,3 +400,72 @@ export const requestPath = fc.oneof(
   { weight: 12, arbitrary: fc.constant('/mcp') },
   { weight: 1, arbitrary: fc.constantFrom('/mcp?x=1', '/mcp?', '/mcp/', '/MCP', '/', '//mcp', '/mcp%00', '/%2e%2e/mcp', '/mcp;a=b', '/healthz?x') },
 );
+
+export type LastEventIdRef = { readonly t: 'none' } | { readonly t: 'free'; readonly value: string } | { readonly t: 'derived'; readonly slot: number; readonly cursor: CursorRecipe };
+
+export const lastEventIdRef: fc.Arbitrary<LastEventIdRef> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant({ t: 'none' as const }) },
+  { weight: 2, arbitrary: freeLastEventId.map((value) => ({ t: 'free' as const, value })) },
+  { weight: 3, arbitrary: fc.record({ t: fc.constant('derived' as const), slot: fc.nat({ max: 1 }), cursor: cursorRecipe(fc.constantFrom('victim' as const, 'source' as const)) }) },
+);
+
+/** One fuzzed HTTP request, as recipes: what the gateway and the SDK router suites both send. */
+export interface FuzzedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly session: SessionRef;
+  readonly lastEventId: LastEventIdRef;
+  readonly headers: HeaderRecipe;
+  readonly body: BodyRecipe;
+}
+
+export const fuzzedRequest: fc.Arbitrary<FuzzedRequest> = fc.record({ method: httpMethod, path: requestPath, session: sessionRef, lastEventId: lastEventIdRef, headers: headerRecipe, body: bodyRecipe });
+
+/**
+ * The request on the wire, against the seeded sessions in `slots`: the
+ * session it names (`named`, when it names one as is) and the bytes sent.
+ */
+export function materialize(r: FuzzedRequest, slots: readonly SeededSession[]): { named: SeededSession | undefined; req: WireRequest } {
+  const named = r.session.t === 'seeded' ? slots[r.session.slot] : undefined;
+  const headers = headersOf(r.headers);
+  const sessionId = sessionIdOf(r.session, slots);
+  if (sessionId !== undefined) headers['mcp-session-id'] = sessionId;
+  if (r.lastEventId.t === 'free') headers['last-event-id'] = r.lastEventId.value;
+  if (r.lastEventId.t === 'derived') {
+    const source = slots[r.lastEventId.slot]!;
+    headers['last-event-id'] = deriveCursor(r.lastEventId.cursor, { victim: named ?? source, source });
+  }
+  // fetch sends no body with GET or HEAD.
+  const bodyless = ['GET', 'HEAD'].includes(r.method.toUpperCase());
+  return { named, req: { method: r.method, path: r.path, headers: wireHeaders(headers), body: bodyless ? undefined : bodyBytes(r.body) } };
+}
+
+function headersOf(h: HeaderRecipe): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (h.origin !== undefined) out['origin'] = h.origin;
+  if (h.accept !== undefined) out['accept'] = h.accept;
+  if (h.protocolVersion !== undefined) out['mcp-protocol-version'] = h.protocolVersion;
+  if (h.authorization !== undefined) out['authorization'] = h.authorization;
+  if (h.contentType !== undefined) out['content-type'] = h.contentType;
+  return out;
+}
+
+/** The session id a reference names against `slots`. */
+export function sessionIdOf(ref: SessionRef, slots: readonly SeededSession[]): string | undefined {
+  switch (ref.t) {
+    case 'none':
+      return undefined;
+    case 'seeded':
+      return slots[ref.slot]!.sessionId;
+    case 'seeded-flip': {
+      const id = slots[ref.slot]!.sessionId;
+      // One character off, never the same id: a "flip" to the character
+      // already there named the seeded session itself, and its own events
+      // were then judged another session's (seen at 12,283 cases).
+      const char = ref.char === id[ref.index] ? (ref.char === 'A' ? 'B' : 'A') : ref.char;
+      return `${id.slice(0, ref.index)}${char}${id.slice(ref.index + 1)}`;
+    }
+    case 'free':
+      return ref.value;
+  }
+}

@@ -7,8 +7,7 @@ import { CaseCounter, FUZZ_SEED, fuzzParams } from './fuzz-kit.js';
 import { answerProblems, leakProblems, principalMatches, report, wireValue } from './gateway-checks.js';
 import { NoAnswer, PROTOCOL_VERSION, SeedPool } from './gateway-stack.js';
 import type { SeededSession, WireRequest, WireResponse } from './gateway-stack.js';
-import { bodyBytes, bodyRecipe, cursorRecipe, deriveCursor, freeLastEventId, headerRecipe, httpMethod, requestPath, sessionRef, wireHeaders } from './http-arbitraries.js';
-import type { CursorRecipe, HeaderRecipe, SessionRef } from './http-arbitraries.js';
+import { cursorRecipe, deriveCursor, fuzzedRequest, materialize, wireHeaders } from './http-arbitraries.js';
 import { presenceCase, storeProgram, taskProgram } from './sdk-arbitraries.js';
 import { routerServes, runPresenceCase } from './sdk-checks.js';
 import { startSdkStack } from './sdk-stack.js';
@@ -214,58 +213,15 @@ async function afterError(title: string, res: WireResponse): Promise<void> {
   if (why !== undefined) throw new Error(`${title}: after a ${res.status}, ${why}`);
 }
 
-function headersOf(h: HeaderRecipe): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (h.origin !== undefined) out['origin'] = h.origin;
-  if (h.accept !== undefined) out['accept'] = h.accept;
-  if (h.protocolVersion !== undefined) out['mcp-protocol-version'] = h.protocolVersion;
-  if (h.authorization !== undefined) out['authorization'] = h.authorization;
-  if (h.contentType !== undefined) out['content-type'] = h.contentType;
-  return out;
-}
-
-function sessionIdOf(ref: SessionRef): string | undefined {
-  switch (ref.t) {
-    case 'none':
-      return undefined;
-    case 'seeded':
-      return slots[ref.slot]!.sessionId;
-    case 'seeded-flip': {
-      const id = slots[ref.slot]!.sessionId;
-      const char = ref.char === id[ref.index] ? (ref.char === 'A' ? 'B' : 'A') : ref.char;
-      return `${id.slice(0, ref.index)}${char}${id.slice(ref.index + 1)}`;
-    }
-    case 'free':
-      return ref.value;
-  }
-}
-
-type LastEventIdRef = { readonly t: 'none' } | { readonly t: 'free'; readonly value: string } | { readonly t: 'derived'; readonly slot: number; readonly cursor: CursorRecipe };
-const lastEventIdRef: fc.Arbitrary<LastEventIdRef> = fc.oneof(
-  { weight: 3, arbitrary: fc.constant({ t: 'none' as const }) },
-  { weight: 2, arbitrary: freeLastEventId.map((value) => ({ t: 'free' as const, value })) },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('derived' as const), slot: fc.nat({ max: 1 }), cursor: cursorRecipe(fc.constantFrom('victim' as const, 'source' as const)) }) },
-);
-
 describe('createSessionRouter under fuzzed requests', () => {
   it('answers any request in time, without a 5xx not caused by the log, with JSON-RPC errors, never with another session\'s events, and serves the next good request', async () => {
     const property = 'sdk-router-requests';
     await fc.assert(
       fc.asyncProperty(
-        fc.record({ method: httpMethod, path: requestPath, session: sessionRef, lastEventId: lastEventIdRef, headers: headerRecipe, body: bodyRecipe }),
+        fuzzedRequest,
         async (r) => {
           counter.hit(property);
-          const named = r.session.t === 'seeded' ? slots[r.session.slot] : undefined;
-          const headers = headersOf(r.headers);
-          const sessionId = sessionIdOf(r.session);
-          if (sessionId !== undefined) headers['mcp-session-id'] = sessionId;
-          if (r.lastEventId.t === 'free') headers['last-event-id'] = r.lastEventId.value;
-          if (r.lastEventId.t === 'derived') {
-            const source = slots[r.lastEventId.slot]!;
-            headers['last-event-id'] = deriveCursor(r.lastEventId.cursor, { victim: named ?? source, source });
-          }
-          const bodyless = ['GET', 'HEAD'].includes(r.method.toUpperCase());
-          const req: WireRequest = { method: r.method, path: r.path, headers: wireHeaders(headers), body: bodyless ? undefined : bodyBytes(r.body) };
+          const { named, req } = materialize(r, slots);
           const res = await exchange(property, req);
           counter.note(property, `${r.method.toUpperCase()} ${res.status}${res.headers['tether-resume'] === undefined ? '' : ` ${res.headers['tether-resume']}`}`);
           check(property, req, res, named);

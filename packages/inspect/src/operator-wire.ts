@@ -8,29 +8,12 @@
 import type * as wire from '@tether/cursor-proto/operator';
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from './model.js';
 
+/** A session row either way: the two shapes have the same fields (verdicts copied, never shared). */
 export function summaryToWire(s: SessionSummary): wire.SessionSummary {
-  return {
-    tag: s.tag,
-    route: s.route,
-    state: s.state,
-    createdAtMs: s.createdAtMs,
-    touchedAtMs: s.touchedAtMs,
-    streams: s.streams,
-    verdicts: { ...s.verdicts },
-  };
+  return { tag: s.tag, route: s.route, state: s.state, createdAtMs: s.createdAtMs, touchedAtMs: s.touchedAtMs, streams: s.streams, verdicts: { ...s.verdicts } };
 }
 
-export function summaryFromWire(s: wire.SessionSummary): SessionSummary {
-  return {
-    tag: s.tag,
-    route: s.route,
-    state: s.state,
-    createdAtMs: s.createdAtMs,
-    touchedAtMs: s.touchedAtMs,
-    streams: s.streams,
-    verdicts: { ...s.verdicts },
-  };
-}
+export const summaryFromWire: (s: wire.SessionSummary) => SessionSummary = summaryToWire;
 
 export function timelineToWire(t: SessionTimeline): wire.SessionTimeline {
   return {
