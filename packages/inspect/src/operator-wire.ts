@@ -8,12 +8,13 @@
 import type * as wire from '@tether/cursor-proto/operator';
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from './model.js';
 
-/** A session row either way: the two shapes have the same fields (verdicts copied, never shared). */
-export function summaryToWire(s: SessionSummary): wire.SessionSummary {
+/** A session row either way: both shapes have the same fields (the wire's optionals are the model's `undefined`s; verdicts copied, never shared). */
+function copySummary(s: SessionSummary | wire.SessionSummary): SessionSummary & wire.SessionSummary {
   return { tag: s.tag, route: s.route, state: s.state, createdAtMs: s.createdAtMs, touchedAtMs: s.touchedAtMs, streams: s.streams, verdicts: { ...s.verdicts } };
 }
 
-export const summaryFromWire: (s: wire.SessionSummary) => SessionSummary = summaryToWire;
+export const summaryToWire: (s: SessionSummary) => wire.SessionSummary = copySummary;
+export const summaryFromWire: (s: wire.SessionSummary) => SessionSummary = copySummary;
 
 export function timelineToWire(t: SessionTimeline): wire.SessionTimeline {
   return {
