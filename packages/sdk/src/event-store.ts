@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { decodeEventId, EndReason, EventKind, STANDALONE_STREAM } from '@tether/protocol';
 import { isSessionLogError } from '@tether/session-log';
 import type { AppendResult, LogEvent, Refusal, ResumeAccepted, SessionLog, SessionRecord } from '@tether/session-log';
@@ -29,6 +30,17 @@ export interface TetherEventStoreOptions {
   readonly requestsOf?: (sdkStreamId: string) => readonly JsonRpcId[] | undefined;
   /** How readers watch a stream written by another instance. */
   readonly writerWatch?: WriterWatchOptions;
+  /**
+   * How long an append to a POST stream that failed `log_unavailable` (a
+   * JetStream leader change, a lost ack) is retried before the call rejects.
+   * Default 15000 ms. A notification given up fails the SDK's send (the
+   * handler sees the error). A response given up fails the stream: every
+   * later call on it rejects with the same error, and this process stops
+   * answering "writing" for it, so a reader takes it over and ends it with a
+   * JSON-RPC error per owed request instead of waiting forever (the SDK
+   * cannot send a response it could not store, and would never end it).
+   */
+  readonly appendRetryMs?: number;
 }
 
 /** A resume the log accepted, with its events watched for a lost writer. */
@@ -50,7 +62,14 @@ interface OpenStream {
   /** The opening prime's append (every later append queues behind it on the log's writer). */
   readonly opened: Promise<AppendResult>;
   ended: boolean;
+  /** The last append issued on the stream, retries included, settled or not: a retry waits for it. */
+  last: Promise<unknown>;
+  /** Set once a response (or the end) was given up: the stream's later events are refused with it. */
+  failed: unknown;
 }
+
+/** Pause between retries of an append that failed `log_unavailable` (a leader election takes a few seconds). */
+const APPEND_RETRY_WAIT_MS = 250;
 
 /** Bound on remembered SDK-to-Tether stream names of ended streams (a resume on this instance maps them back). */
 const MAX_ENDED_NAMES = 1_024;
@@ -82,6 +101,7 @@ export class TetherEventStore {
   readonly #presence: WriterPresence;
   readonly #requestsOf: ((sdkStreamId: string) => readonly JsonRpcId[] | undefined) | undefined;
   readonly #watch: WriterWatchOptions;
+  readonly #appendRetryMs: number;
   readonly #open = new Map<string, OpenStream>();
   /** Tether stream id → SDK stream id, for streams opened here (a resume here must name the SDK's id). */
   readonly #sdkNames = new Map<string, string>();
@@ -95,6 +115,7 @@ export class TetherEventStore {
     this.#presence = options.presence;
     this.#requestsOf = options.requestsOf;
     this.#watch = options.writerWatch ?? {};
+    this.#appendRetryMs = options.appendRetryMs ?? 15_000;
   }
 
   get sessionId(): string {
@@ -106,6 +127,7 @@ export class TetherEventStore {
     const bytes = (): Uint8Array => Buffer.from(JSON.stringify(message), 'utf8');
     const existing = this.#open.get(streamId);
     const stream = existing ?? this.#openStream(streamId);
+    if (stream.failed !== undefined) throw stream.failed;
     if (stream.ended) {
       throw new TetherSdkError(TetherSdkErrorCode.unknownStream, `stream ${stream.tether} has ended; the SDK stored an event after its last response`, { stream: stream.tether });
     }
@@ -113,11 +135,11 @@ export class TetherEventStore {
     if (existing === undefined && isPrimingMessage(message)) return (await stream.opened).id;
     // Appends are issued without an await in between: the log's writer
     // applies them in call order, so concurrent sends keep their order.
-    const appended = this.#append(stream.tether, EventKind.event, bytes());
     const answered = responseIdOf(message);
+    const appended = this.#appendPost(stream, EventKind.event, bytes(), answered !== undefined);
     if (answered === undefined || !this.#completes(stream, answered)) return (await appended).id;
     stream.ended = true;
-    const end = this.#append(stream.tether, EventKind.end, new Uint8Array(), EndReason.complete);
+    const end = this.#appendPost(stream, EventKind.end, new Uint8Array(), true, EndReason.complete);
     try {
       const [result] = await Promise.all([appended, end]);
       return result.id;
@@ -194,7 +216,7 @@ export class TetherEventStore {
       opensStream: { epoch: this.session.epoch },
       writer: this.#presence.writerId,
     });
-    const stream: OpenStream = { tether, owed, opened, ended: false };
+    const stream: OpenStream = { tether, owed, opened, ended: false, last: opened.catch(() => undefined), failed: undefined };
     this.#open.set(sdkStreamId, stream);
     this.#sdkNames.set(tether, sdkStreamId);
     // A failed opening is reported by whoever awaits it; this keeps it from being unhandled meanwhile.
@@ -209,8 +231,45 @@ export class TetherEventStore {
     return stream.owed.size === 0;
   }
 
-  #append(stream: string, kind: EventKind, payload: Uint8Array, endReason?: EndReason): Promise<AppendResult> {
-    return this.log.append(this.sessionId, stream, kind, payload, { writer: this.#presence.writerId, existing: true, ...(endReason === undefined ? {} : { endReason }) });
+  /**
+   * Appends to a POST stream this store writes. The first attempt is issued
+   * at once (the log's writer keeps call order). One that fails
+   * `log_unavailable` is retried (`retry: true`: an attempt that landed
+   * with its ack lost is not stored twice) once every earlier append of the
+   * stream has settled, so retries keep call order too, until
+   * `appendRetryMs` has passed. A `final` append (a response, the end)
+   * given up fails the stream (see `appendRetryMs`). Without the retries, a
+   * leader election failed a response's append, and the SDK, which cannot
+   * send what it could not store, left the client's response open forever
+   * while this process still answered "writing" (the chaos run's hang).
+   */
+  #appendPost(stream: OpenStream, kind: EventKind, payload: Uint8Array, final: boolean, endReason?: EndReason): Promise<AppendResult> {
+    const options = { writer: this.#presence.writerId, existing: true, ...(endReason === undefined ? {} : { endReason }) };
+    const before = stream.last;
+    const startedMs = Date.now();
+    const run = this.log.append(this.sessionId, stream.tether, kind, payload, options).catch(async (err: unknown) => {
+      // Only an unknown outcome is retried; a refusal (payload_too_large, writer_conflict…) is the caller's.
+      if (!isSessionLogError(err, 'log_unavailable')) throw err;
+      let last: unknown = err;
+      await before;
+      while (stream.failed === undefined && isSessionLogError(last, 'log_unavailable') && Date.now() - startedMs < this.#appendRetryMs) {
+        await delay(APPEND_RETRY_WAIT_MS);
+        try {
+          return await this.log.append(this.sessionId, stream.tether, kind, payload, { ...options, retry: true });
+        } catch (again) {
+          last = again;
+        }
+      }
+      if (!final) throw last;
+      if (stream.failed === undefined) {
+        stream.failed = last;
+        // Probes now answer "not writing": a reader takes the stream over and ends it explicitly.
+        this.#presence.finish(this.sessionId, stream.tether);
+      }
+      throw stream.failed;
+    });
+    stream.last = run.catch(() => undefined);
+    return run;
   }
 
   /**

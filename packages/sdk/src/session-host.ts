@@ -1,9 +1,11 @@
+import { isSessionLogError } from '@tether/session-log';
 import type { SessionLog, SessionRecord } from '@tether/session-log';
 import { TetherEventStore } from './event-store.js';
 import { TetherSdkError, TetherSdkErrorCode } from './errors.js';
-import type { JsonRpcMessage } from './json-rpc.js';
+import { responseIdOf } from './json-rpc.js';
+import type { JsonRpcId, JsonRpcMessage } from './json-rpc.js';
 import { requestsOfTransport } from './sdk-transport-internals.js';
-import { SessionMeta } from './wire.js';
+import { SDK_GET_STREAM, SessionMeta } from './wire.js';
 import type { WriterPresence } from './writer-presence.js';
 import type { WriterWatchOptions } from './writer-watch.js';
 
@@ -88,7 +90,7 @@ export async function hostSession(options: SessionHostOptions, record: SessionRe
   let muted = false;
   let mutedCount = 0;
   const gate: SdkEventStore = {
-    storeEvent: (streamId, message) => (muted ? Promise.resolve(`muted-${(mutedCount += 1)}`) : store.storeEvent(streamId, message)),
+    storeEvent: (streamId, message) => (muted ? Promise.resolve(`muted-${(mutedCount += 1)}`) : store.storeEvent(streamId, message).catch((err: unknown) => giveUp(streamId, message, err))),
     getStreamIdForEventId: (eventId) => store.getStreamIdForEventId(eventId),
     replayEventsAfter: (lastEventId, send) => store.replayEventsAfter(lastEventId, send),
   };
@@ -103,6 +105,19 @@ export async function hostSession(options: SessionHostOptions, record: SessionRe
     ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
   });
   transportRef = transport;
+  // The SDK cannot send what it could not store, and it neither ends the
+  // response nor tells the client (the rejection reaches only `onerror`).
+  // A POST stream whose response the store could not store (the log
+  // unavailable past its retries) is closed instead of left open forever:
+  // the client resumes it, and the resume finds it written by nobody and
+  // ends it with a JSON-RPC error per owed request (takeover.ts).
+  const giveUp = (streamId: string, message: JsonRpcMessage, err: unknown): never => {
+    if (streamId !== SDK_GET_STREAM && responseIdOf(message) !== undefined && isSessionLogError(err, 'log_unavailable')) {
+      const close = (transport as { closeSSEStream?: (requestId: JsonRpcId) => void }).closeSSEStream;
+      for (const id of requestsOfTransport(transport)(streamId) ?? []) close?.call(transport, id);
+    }
+    throw err;
+  };
   const server = await options.createServer({ sessionId: record.sessionId, principal: record.principal });
   await server.connect(transport as never);
   let closed = false;

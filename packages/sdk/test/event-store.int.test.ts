@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { createSubjects, isSessionLogError, principalDigest, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
+import { decodeEventId } from '@tether/protocol';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
 import { createWriterPresence, isTetherSdkError, requestsOfTransport, SDK_GET_STREAM, TetherEventStore } from '@tether/sdk';
@@ -213,4 +214,46 @@ describe('TetherEventStore when retention takes the rest of a stream', () => {
     abort.abort();
     expect(isSessionLogError(outcome, 'stream_truncated')).toBe(true);
   });
+
+  // Found by the SDK fuzz suite (seed 20261201): a replay from a cursor on a
+  // stream's `end`, with retention evicting the whole stream meanwhile. The
+  // log read the cursor's event before the purge and the stream's last event
+  // after it, accepted the cursor as if the stream went on, and the reader
+  // then reported the client's complete stream as evicted (stream_truncated).
+  // What the client may be told: nothing is left (it has everything), or the
+  // truncation any resume after the purge gets; never a loss of data it has.
+  // A race: about 1 round in 30 hits the window on a current server.
+  it('never reports a stream whose end the cursor names as evicted, whenever the purge lands', async () => {
+    const log = await SessionLog.create({ servers: nats.url, ...isolatedNames() });
+    logs.push(log);
+    const presence = createWriterPresence(log);
+    presences.push(presence);
+    const purger = await SessionLog.create({ servers: nats.url, ...isolatedNames() });
+    logs.push(purger);
+    const jsm = await jetstreamManager(purger.connection);
+    const subjects = createSubjects(log.config.subjectPrefix);
+    const outcomes = new Map<string, number>();
+    for (let round = 0; round < 400; round += 1) {
+      const session = await log.createSession(principalDigest('Bearer alice'));
+      const store = new TetherEventStore({ log, session, presence, writerWatch: { checkMs: 50 } });
+      const answered = decodeEventId(await store.storeEvent('sdk-1', { jsonrpc: '2.0', id: 1, result: {} }));
+      if (!answered.ok) throw new Error(answered.reason);
+      const { stream } = answered.value;
+      const end = await log.head(session.sessionId, stream);
+      expect(end?.kind).toBe('end');
+      const purge = () => jsm.streams.purge(log.config.streamName, { filter: subjects.log(session.sessionId, stream) });
+      // The purge just before, with, or just after the replay's classification.
+      const before = round % 3 === 0 ? purge() : undefined;
+      const sent: string[] = [];
+      const replay = store.replayEventsAfter(end!.id, { send: async (id) => void sent.push(id) }).then(
+        () => 'resolved',
+        (err: unknown) => (isTetherSdkError(err, 'resume_refused') ? `resume_refused/${err.fields.verdict}` : String((err as { code?: unknown }).code ?? err)),
+      );
+      await (before ?? (round % 3 === 1 ? purge() : Promise.resolve().then(purge)));
+      const outcome = await Promise.race([replay, new Promise<string>((resolve) => setTimeout(resolve, 5_000, 'still waiting'))]);
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+      expect(sent).toEqual([]);
+    }
+    expect([...outcomes.keys()].filter((o) => o !== 'resolved' && o !== 'resume_refused/truncated'), JSON.stringify([...outcomes])).toEqual([]);
+  }, 120_000);
 });

@@ -106,10 +106,18 @@ async function decide(ctx: LogContext, session: SessionRecord, cursor: EventId, 
   const lastEvent = last === null ? undefined : decode(sessionId, cursor.stream, last);
   const lastInfo = lastEvent === undefined ? {} : { lastSeq: lastEvent.seq, lastPos: lastEvent.pos };
 
+  let named: LogEvent | undefined;
   if (at !== null) {
-    const named = at.subject === subject ? decode(sessionId, cursor.stream, at) : undefined;
+    named = at.subject === subject ? decode(sessionId, cursor.stream, at) : undefined;
     if (named === undefined || named.seq !== cursor.seq || named.epoch !== cursor.epoch) {
       return refuse(ResumeVerdict.diverged, 'the log holds a different event at the cursor position', lastInfo);
+    }
+    // The two reads are not one moment: retention (or a close) can take the stream between them.
+    // A cursor on the stream's end has nothing after it whatever the second read found; any other
+    // cursor whose stream is gone now is truncated, never accepted to wait on a stream that is no
+    // more (found by the SDK store fuzz: such a reader reported the client's complete stream evicted).
+    if (lastEvent === undefined && named.kind !== EventKind.end) {
+      return refuse(ResumeVerdict.truncated, 'retention evicted this stream from the log', lastInfo);
     }
   } else if (lastEvent === undefined || lastEvent.pos < cursor.pos) {
     // The cursor's event is not held and nothing of the stream follows it.
@@ -124,7 +132,8 @@ async function decide(ctx: LogContext, session: SessionRecord, cursor: EventId, 
     return refuse(ResumeVerdict.abandoned, 'the stream ended without its writer finishing it', lastInfo);
   }
 
-  const endedAtCursor = at !== null && lastEvent !== undefined && lastEvent.pos === cursor.pos && lastEvent.kind === EventKind.end;
+  // On the end itself (the last read may have missed the stream since: nothing follows an end either way).
+  const endedAtCursor = named?.kind === EventKind.end && (lastEvent === undefined || lastEvent.pos === cursor.pos);
   const acceptance: Acceptance = {
     verdict: ResumeVerdict.resumed,
     session,
