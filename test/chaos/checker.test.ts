@@ -81,3 +81,16 @@ describe('chaos checker: chain and power-loss rules', () => {
     expect(forked.violations.map((v) => v.kind)).toEqual(['fork']);
   });
 });
+
+describe('meaningOf', () => {
+  it('reads a tool result with isError as an explicit failure, not a success (MCP reports failed tool calls so)', () => {
+    expect(meaningOf(JSON.stringify({ jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: 'JetStream request failed' }], isError: true } }))).toEqual({
+      t: 'response',
+      id: '7',
+      ok: false,
+      toolError: true,
+      text: 'JetStream request failed',
+    });
+    expect(meaningOf(JSON.stringify({ jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: 'done' }] } }))).toEqual({ t: 'response', id: '7', ok: true, text: 'done' });
+  });
+});

@@ -433,6 +433,7 @@ function classify(
   const response = ordered.map((e) => e.event.meaning).find((m): m is Meaning & { t: 'response' } => m.t === 'response' && (rpcId === undefined || m.id === rpcId));
   if (response !== undefined) {
     if (response.ok) return { cls: 'complete', reason: undefined };
+    if (response.toolError === true) return { cls: 'explicit', reason: 'tool_error (isError result)' };
     return { cls: 'explicit', reason: `rpc_error ${response.code ?? '?'}${response.tether === undefined ? '' : ` ${response.tether}`}` };
   }
   // No response delivered: how did it end? The last refusal the client got, or what the application saw.

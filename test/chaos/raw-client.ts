@@ -142,6 +142,7 @@ export class RawClient {
     }
     const response = state.response!;
     if (response.ok) return outcome({ outcome: 'result', text: response.text });
+    if (response.toolError === true) return outcome({ outcome: 'tool_error', text: response.text });
     return outcome({ outcome: 'rpc_error', code: response.code, verdict: response.tether });
   }
 

@@ -77,14 +77,15 @@ export interface CallOutcome {
   readonly rpcId: string;
   readonly sessionId: string | undefined;
   /**
-   * `result`: answered; `rpc_error`: a JSON-RPC error (code, `tether` reason);
+   * `result`: answered; `tool_error`: answered with an `isError` result (the tool failed, explicitly);
+   * `rpc_error`: a JSON-RPC error (code, `tether` reason);
    * `refused`: a resume got an explicit verdict; `guard`: the resume guard
    * failed the call (its violation code and verdict); `http`: a non-2xx answer
    * before any stream; `transport`: the request never got an answer;
    * `lost_before_id`: the stream broke before its first id; `gave_up`: resumes
    * kept failing until the client's patience ran out; `unfinished`: the run ended first.
    */
-  readonly outcome: 'result' | 'rpc_error' | 'refused' | 'guard' | 'http' | 'transport' | 'lost_before_id' | 'gave_up' | 'ended_without_response' | 'unfinished';
+  readonly outcome: 'result' | 'tool_error' | 'rpc_error' | 'refused' | 'guard' | 'http' | 'transport' | 'lost_before_id' | 'gave_up' | 'ended_without_response' | 'unfinished';
   readonly code?: number | undefined;
   readonly verdict?: string | undefined;
   readonly detail?: string | undefined;

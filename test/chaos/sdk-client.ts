@@ -113,7 +113,8 @@ export class SdkClientRunner {
         signal: this.#ctx.hardStop,
       });
       const first = (result.content as Array<{ type?: string; text?: string }> | undefined)?.[0];
-      this.#ctx.recorder.call({ ...base, rpcId: rpcIdBox.id, postExchange: rpcIdBox.exchange, outcome: 'result', text: first?.type === 'text' ? first.text : undefined, progress, at: Date.now() });
+      const outcome = result.isError === true ? 'tool_error' : 'result';
+      this.#ctx.recorder.call({ ...base, rpcId: rpcIdBox.id, postExchange: rpcIdBox.exchange, outcome, text: first?.type === 'text' ? first.text : undefined, progress, at: Date.now() });
       return true;
     } catch (err) {
       const outcome = classifyError(err, this.#ctx.hardStop.aborted);

@@ -57,7 +57,7 @@ export type Meaning =
   | { readonly t: 'empty' }
   | { readonly t: 'progress'; readonly token: string; readonly progress: number }
   | { readonly t: 'log'; readonly seq: number; readonly call: string | undefined }
-  | { readonly t: 'response'; readonly id: string; readonly ok: boolean; readonly code?: number; readonly tether?: string; readonly text?: string }
+  | { readonly t: 'response'; readonly id: string; readonly ok: boolean; readonly code?: number; readonly tether?: string; readonly text?: string; readonly toolError?: true }
   | { readonly t: 'other' };
 
 /** Reads the facts out of an event's data. Total: anything unexpected is `other`. */
@@ -82,8 +82,10 @@ export function meaningOf(data: string): Meaning {
   if ('id' in m && ('result' in m || 'error' in m) && !('method' in m)) {
     const id = JSON.stringify(m['id']);
     if ('result' in m) {
-      const content = (m['result'] as { content?: Array<{ text?: unknown }> } | undefined)?.content;
-      const text = content?.[0]?.text;
+      const result = m['result'] as { content?: Array<{ text?: unknown }>; isError?: unknown } | undefined;
+      const text = result?.content?.[0]?.text;
+      // A tool's `isError` result is how MCP reports a failed tool call: explicit, not a success.
+      if (result?.isError === true) return { t: 'response', id, ok: false, toolError: true, ...(typeof text === 'string' ? { text } : {}) };
       return { t: 'response', id, ok: true, ...(typeof text === 'string' ? { text } : {}) };
     }
     const error = m['error'] as { code?: unknown; data?: { tether?: unknown } } | undefined;
