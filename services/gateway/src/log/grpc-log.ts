@@ -122,8 +122,10 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
         // there and append it once more (found by npm run chaos -- --log grpc with a power loss).
         const doubt = appendOptions.retry === true && appendOptions.claim === undefined ? inDoubt.get(key) : undefined;
         inDoubt.delete(key);
-        const known = appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq);
-        const expectedSeq = doubt ?? (known ?? 0) + 1;
+        // (A retry in doubt already knows its seq: no Head round trip for it.)
+        const known = async (): Promise<number | undefined> =>
+          appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq);
+        const expectedSeq = doubt ?? ((await known()) ?? 0) + 1;
         const request = {
           sessionId,
           stream,
@@ -145,12 +147,13 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
           } catch (err) {
             const code = readCallFailure(err).code;
             // The outcome is unknown: the same expected_seq makes the retry safe.
-            if ((code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED) && attempt < attempts) {
+            const unknownOutcome = code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED;
+            if (unknownOutcome && attempt < attempts) {
               await new Promise((r) => setTimeout(r, 50 * attempt));
               continue;
             }
             lastSeq.delete(key);
-            if (code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED) {
+            if (unknownOutcome) {
               inDoubt.set(key, expectedSeq);
               if (inDoubt.size > MAX_TRACKED_STREAMS) inDoubt.delete(inDoubt.keys().next().value as string);
             }
