@@ -11,7 +11,7 @@ import type { Acceptance, Refusal } from './classify.js';
 import { resolveConfig } from './config.js';
 import type { SessionLogConfig, SessionLogOptions } from './config.js';
 import type { LogContext } from './context.js';
-import { SessionLogError, SessionLogErrorCode } from './errors.js';
+import { isSessionLogError, SessionLogError, SessionLogErrorCode } from './errors.js';
 import { decodeLogEvent, START_CURSOR } from './event.js';
 import { assertStreamId } from './ids.js';
 import type { Cursor, LogEvent } from './event.js';
@@ -350,7 +350,14 @@ export class SessionLog {
       // land, appending again would duplicate it under a new seq. (Not
       // without the flag: an equal event may be a new one, and taking it
       // for the retry would silently drop it.)
-      const landed = await writer.settle(doubt);
+      let landed: AppendResult | undefined;
+      try {
+        landed = await writer.settle(doubt);
+      } catch (err) {
+        // Still unknown: the next retry must settle it again, not append a second copy.
+        this.#inDoubt.set(key, doubt);
+        throw isSessionLogError(err) ? err : unavailable(err);
+      }
       if (landed !== undefined && doubt.kind === kind && doubt.writer === (options?.writer ?? '') && Buffer.compare(Buffer.from(doubt.payload), Buffer.from(payload)) === 0) {
         return landed;
       }

@@ -249,7 +249,16 @@ export class StreamWriter {
           // that reads as "wrong last sequence", not a duplicate ack. Same
           // rule as a duplicate ack: it is ours only if the subject's last
           // message is exactly this event (seq, prev, kind, epoch, bytes).
-          const landed = await this.#landedAs(subject, { seq, prev, kind, epoch: this.epoch, payload, writer }).catch(() => undefined);
+          let landed: number | undefined;
+          try {
+            landed = await this.#landedAs(subject, { seq, prev, kind, epoch: this.epoch, payload, writer });
+          } catch (readErr) {
+            // Which event holds the subject's end is unknown, so is this
+            // append's outcome: not a conflict (the caller would give the
+            // stream up), but a doubt a retry settles.
+            lastErr = readErr;
+            continue;
+          }
           if (landed !== undefined) return this.#stored(seq, landed, kind);
           throw this.#break(
             new SessionLogError(SessionLogErrorCode.writerConflict, 'another writer appended to this stream; this writer stops', {

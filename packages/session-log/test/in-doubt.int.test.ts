@@ -56,3 +56,22 @@ describe('an append with an unknown outcome', () => {
     ]);
   });
 });
+
+describe('a retry of an append in doubt that fails too', () => {
+  it('keeps the doubt: the next retry still gets the landed event back', async () => {
+    const s = await log.createSession(ALICE);
+    await log.append(s.sessionId, '0', 'event', bytes('one'));
+    await appendThatLandsUnacknowledged(s.sessionId, 'progress 1');
+    // The first retry meets a frozen server: its outcome is as unknown as the append's.
+    await fx.server.freeze();
+    try {
+      await expect(log.append(s.sessionId, '0', 'event', bytes('progress 1'), { retry: true })).rejects.toMatchObject({ code: 'log_unavailable' });
+    } finally {
+      await fx.server.thaw();
+    }
+    const retried = await log.append(s.sessionId, '0', 'event', bytes('progress 1'), { retry: true });
+    expect(retried.seq).toBe(2);
+    const page = await log.readPage(s.sessionId, '0', 0, 10);
+    expect(page.map((e) => text(e.payload))).toEqual(['one', 'progress 1']);
+  });
+});

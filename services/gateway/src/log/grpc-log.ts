@@ -88,7 +88,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
     await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
   });
   const lastSeq = new Map<string, number>();
-  /** The expected_seq of each stream's last append whose outcome stayed unknown (UNAVAILABLE, DEADLINE_EXCEEDED after every attempt). */
+  /** The expected_seq of each stream's last append whose outcome stayed unknown after every attempt (see `isRefusal`). */
   const inDoubt = new Map<string, number>();
   const queues = new Map<string, Promise<unknown>>();
   /** Events after `from`; after a lost connection it follows again from the last event delivered (the service checks the chain). */
@@ -145,9 +145,8 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
             if (lastSeq.size > MAX_TRACKED_STREAMS) lastSeq.delete(lastSeq.keys().next().value as string);
             return { id: result.id, seq: result.seq, pos: result.pos };
           } catch (err) {
-            const code = readCallFailure(err).code;
             // The outcome is unknown: the same expected_seq makes the retry safe.
-            const unknownOutcome = code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED;
+            const unknownOutcome = !isRefusal(err);
             if (unknownOutcome && attempt < attempts) {
               await new Promise((r) => setTimeout(r, 50 * attempt));
               continue;
@@ -398,6 +397,22 @@ function toRefusal(sessionId: string, err: unknown): Refusal | undefined {
 }
 
 /** A failed call as the library's error: same code and fields; transport failures and service-only codes are `log_unavailable`. */
+/**
+ * Whether a failed call is the service's definite refusal (an ErrorDetail
+ * code other than `log_unavailable` and `internal`: conflict, bad argument,
+ * closed session, refused token), after which nothing was stored. Anything
+ * else leaves an append's outcome unknown: a transport failure (UNAVAILABLE,
+ * DEADLINE_EXCEEDED), a CANCELLED or reset stream, or a failure inside the
+ * service after its write may have landed. Counting only the transport's
+ * statuses as unknown let a retry after any other failure read the head,
+ * find its own first attempt there and store it once more (finding 11).
+ */
+function isRefusal(err: unknown): boolean {
+  const { code, detail } = readCallFailure(err);
+  if (code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED || detail === undefined) return false;
+  return detail.code !== SessionLogErrorCode.logUnavailable && detail.code !== 'internal';
+}
+
 function toLogError(err: unknown): SessionLogError {
   if (err instanceof SessionLogError) return err;
   const { code, message, detail } = readCallFailure(err);
