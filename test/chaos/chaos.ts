@@ -185,7 +185,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const lost = new Map<number, LogRecord>();
     for (const account of tap.losses) {
       for (const l of account.lost) {
-        if (isPurged(l, closed)) continue;
+        if (isPurged(l, closed, account.checkedAt)) continue;
         if (l.how === 'absent') tap.drop(l.key, l.record);
         lost.set(l.record.pos, l.record);
       }
@@ -292,9 +292,10 @@ async function readPages(
   budgetMs: number,
   say: (line: string) => void,
   lostSessions: ReadonlySet<string>,
-): Promise<{ pages: Map<string, LogRecord[]>; closed: Set<string> }> {
+): Promise<{ pages: Map<string, LogRecord[]>; closed: Map<string, number> }> {
   const pages = new Map<string, LogRecord[]>();
-  const closed = new Set<string>();
+  /** Closed sessions, each with when it was closed (its closed record's touchedAtMs). */
+  const closed = new Map<string, number>();
   const until = Date.now() + budgetMs;
   let log: SessionLog;
   try {
@@ -304,10 +305,11 @@ async function readPages(
     return { pages, closed };
   }
   try {
-    // Sessions that held events a power loss took: closed ones were purged, whatever the loss did.
+    // Sessions that held events a power loss took: those closed before the loss's re-check were purged.
     for (const session of lostSessions) {
       try {
-        if ((await log.getSession(session))?.state !== 'active') closed.add(session);
+        const record = await log.getSession(session);
+        if (record !== undefined && record.state !== 'active') closed.set(session, record.touchedAtMs);
       } catch {
         // Unknown: counted as lost, the stricter reading.
       }

@@ -346,7 +346,7 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
 
 function describeAccount(a: PowerLossAccount): string {
   const overwritten = a.lost.filter((l) => l.how === 'overwritten').length;
-  return `log: ${a.acked} acknowledged events in positions ${a.mark.fromPos}-${a.mark.lastPos}, ${a.survived} found again, ${a.lost.length} gone (${overwritten} overwritten, ${a.lost.length - overwritten} absent), ${a.unchecked} unchecked; last position after the restart ${a.lastPosAfterRestart ?? '?'}`;
+  return `log: ${a.acked} acknowledged events in positions ${a.mark.fromPos}-${a.mark.lastPos}, ${a.survived} found again, ${a.lost.length} not (${overwritten} overwritten; ${a.lost.length - overwritten} absent, each lost or purged with its session: the report tells which), ${a.unchecked} unchecked; last position after the restart ${a.lastPosAfterRestart ?? '?'}`;
 }
 
 /** Which JetStream roles a node holds right now (meta leader, leader of the log stream or a bucket), from its monitor port. */

@@ -229,7 +229,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
       const held = new Map<number, Held>();
       for (const [key, list] of streams) for (const r of list) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos) held.set(r.pos, { key, record: r });
       for (const [key, bySeq] of leader) for (const r of bySeq.values()) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos && !held.has(r.pos)) held.set(r.pos, { key, record: r });
-      const account: PowerLossAccount = { mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined };
+      const account: PowerLossAccount = { mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined, checkedAt: undefined };
       for (const h of held.values()) if (h.key !== undefined) account.acked += 1;
       losses.push(account);
       if (mark.lastPos < mark.fromPos) return account;
@@ -255,6 +255,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
           if (/no message found|not found/i.test(String((err as Error).message))) found.set(pos, null);
         }
       }
+      account.checkedAt = Date.now();
       const result = compareWindow(held, found);
       account.survived = result.survived;
       account.lost = result.lost;

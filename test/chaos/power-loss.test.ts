@@ -61,9 +61,12 @@ describe('power loss: how each lost event ended', () => {
         { key: 's2/a', record: rec(14, 1, 'p'), how: 'absent' },
         // Overwritten: lost, whatever became of its session.
         { key: 's2/b', record: rec(15, 2, 'r'), how: 'overwritten' },
+        // Absent, but its session was closed only after the re-check looked: the loss took it.
+        { key: 's3/a', record: rec(16, 1, 't'), how: 'absent' },
       ],
       unchecked: 0,
       lastPosAfterRestart: 10,
+      checkedAt: 5_000,
     };
     const exchanges = [
       exchange('raw1', [[id('a', 2, 11), 'y']]),
@@ -72,8 +75,14 @@ describe('power loss: how each lost event ended', () => {
       exchange('raw3', [[id('c', 1, 13), 'q']]),
     ];
     const streams = [stream('s1/a', 'raw1', 'explicit', 'refused 404 diverged'), stream('s1/b', 'raw2', 'complete'), stream('s1/c', 'raw3', 'violation', 'gap')];
-    const r = powerLossReport([account], exchanges, streams, new Set(['s2']));
-    expect(r).toMatchObject({ losses: 1, acked: 5, survived: 1, lost: 4, purged: 1, shorterLogs: 1, silent: 1 });
-    expect(r.lostByEnd).toEqual({ 'explicit refused 404 diverged': 1, 'not delivered to any client': 2, 'violation gap': 1 });
+    const closedAt = new Map([
+      ['s2', 4_000],
+      ['s3', 6_000],
+    ]);
+    const r = powerLossReport([account], exchanges, streams, closedAt);
+    expect(r).toMatchObject({ losses: 1, acked: 5, survived: 1, lost: 5, purged: 1, shorterLogs: 1, silent: 1 });
+    expect(r.lostByEnd).toEqual({ 'explicit refused 404 diverged': 1, 'not delivered to any client': 3, 'violation gap': 1 });
+    // Without a re-check time nothing absent can be told from a purge: all of it counts as lost.
+    expect(powerLossReport([{ ...account, checkedAt: undefined }], exchanges, streams, closedAt)).toMatchObject({ lost: 6, purged: 0 });
   });
 });

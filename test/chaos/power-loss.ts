@@ -26,13 +26,16 @@ export interface LostEvent {
 }
 
 /**
- * Purged, not lost: absent, and its session is closed by the end of the run
- * (a close purges the session's events, before the loss or after it). An
- * event a loss took from a session closed later counts here too, so `lost`
- * is a lower bound where sessions close.
+ * Purged, not lost: absent, and its session was closed (a close purges the
+ * session's events) before the re-check looked (`checkedAt`). The time is
+ * the closed record's own (`touchedAtMs`, set by the close). A session
+ * closed only after the re-check had its events taken by the loss, so they
+ * count as lost; an account without a re-check time counts every absent
+ * event as lost.
  */
-export function isPurged(event: LostEvent, closedSessions: ReadonlySet<string>): boolean {
-  return event.how === 'absent' && closedSessions.has(event.key.split('/')[0] ?? '');
+export function isPurged(event: LostEvent, closedAt: ReadonlyMap<string, number>, checkedAt: number | undefined): boolean {
+  const closed = closedAt.get(event.key.split('/')[0] ?? '');
+  return event.how === 'absent' && closed !== undefined && checkedAt !== undefined && closed <= checkedAt;
 }
 
 /** The tap's view just before a power loss. */
@@ -56,6 +59,8 @@ export interface PowerLossAccount {
   unchecked: number;
   /** The stream's last position when the re-read began: below `mark.lastPos`, the tail was lost. */
   lastPosAfterRestart: number | undefined;
+  /** When the re-read was compared (ms since epoch): an absent event's session closed by then was purged (`isPurged`). */
+  checkedAt: number | undefined;
 }
 
 /**
@@ -102,7 +107,7 @@ export interface PowerLossReport {
   readonly survived: number;
   /** Lost: acknowledged, and not in the log after the restart (the session still open, or its close came after the loss). */
   readonly lost: number;
-  /** Absent, and their session closed (purged) by the end of the run: not counted as lost (see `isPurged`). */
+  /** Absent, and their session closed (purged) before the re-check: not counted as lost (see `isPurged`). */
   readonly purged: number;
   /** Not compared (a re-read that ran out of time). */
   readonly unchecked: number;
@@ -123,10 +128,9 @@ export interface PowerLossReport {
 /**
  * Joins the accounts with what the clients saw: for each lost event, the
  * streams of the clients that had received it and how they ended.
- * `closedSessions` are sessions closed by the end of the run (their events
- * purged, a loss or not).
+ * `closedAt` holds when each closed session was closed (see `isPurged`).
  */
-export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges: readonly Exchange[], streams: readonly StreamReport[], closedSessions: ReadonlySet<string>): PowerLossReport {
+export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges: readonly Exchange[], streams: readonly StreamReport[], closedAt: ReadonlyMap<string, number>): PowerLossReport {
   // Which client got which event: by position, with the digest (a position can hold another event after a loss).
   const delivered = new Map<number, Array<{ client: string; digest: string; epoch: string }>>();
   for (const ex of exchanges) {
@@ -160,7 +164,7 @@ export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges
     unchecked += account.unchecked;
     if (account.lastPosAfterRestart !== undefined && account.lastPosAfterRestart < account.mark.lastPos) shorterLogs += 1;
     for (const event of account.lost) {
-      if (isPurged(event, closedSessions)) {
+      if (isPurged(event, closedAt, account.checkedAt)) {
         purged += 1;
         continue;
       }
