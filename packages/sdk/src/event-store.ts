@@ -31,7 +31,7 @@ export interface TetherEventStoreOptions {
   /** How readers watch a stream written by another instance. */
   readonly writerWatch?: WriterWatchOptions;
   /**
-   * How long an append to a POST stream that failed `log_unavailable` (a
+   * How long an append (to any stream) that failed `log_unavailable` (a
    * JetStream leader change, a lost ack) is retried before the call rejects.
    * Default 15000 ms. A notification given up fails the SDK's send (the
    * handler sees the error). A response given up fails the stream: every
@@ -70,6 +70,8 @@ interface OpenStream {
 
 /** Pause between retries of an append that failed `log_unavailable` (a leader election takes a few seconds). */
 const APPEND_RETRY_WAIT_MS = 250;
+/** Races for a seq of the GET stream lost in a row before a store gives up (each rebuilt the writer from the log). */
+const STANDALONE_CONFLICT_RETRIES = 4;
 
 /** Bound on remembered SDK-to-Tether stream names of ended streams (a resume on this instance maps them back). */
 const MAX_ENDED_NAMES = 1_024;
@@ -291,12 +293,30 @@ export class TetherEventStore {
     return run;
   }
 
+  /**
+   * A race lost to another instance (`writer_conflict`: its writer was
+   * rebuilt from the log) is tried again at once, a few times. An unknown
+   * outcome (`log_unavailable`: a leader election, a frozen connection) is
+   * retried like a POST stream's appends, with `retry: true` so an attempt
+   * that landed is not stored twice, until `appendRetryMs` has passed. The
+   * SDK cannot send a notification it could not store: without the retries
+   * a leader change dropped it.
+   */
   async #appendStandaloneNow(kind: EventKind, payload: Uint8Array): Promise<string> {
-    for (let attempt = 1; ; attempt += 1) {
+    const startedMs = Date.now();
+    const options = { writer: this.#presence.writerId };
+    let retry = false;
+    for (let conflicts = 0; ; ) {
       try {
-        return (await this.log.append(this.sessionId, STANDALONE_STREAM, kind, payload, { writer: this.#presence.writerId })).id;
+        return (await this.log.append(this.sessionId, STANDALONE_STREAM, kind, payload, retry ? { ...options, retry } : options)).id;
       } catch (err) {
-        if (attempt >= 5 || !isSessionLogError(err, 'writer_conflict')) throw err;
+        if (isSessionLogError(err, 'writer_conflict') && conflicts < STANDALONE_CONFLICT_RETRIES) {
+          conflicts += 1;
+          continue;
+        }
+        if (!isSessionLogError(err, 'log_unavailable') || Date.now() - startedMs >= this.#appendRetryMs) throw err;
+        retry = true;
+        await delay(APPEND_RETRY_WAIT_MS);
       }
     }
   }

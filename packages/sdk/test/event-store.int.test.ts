@@ -185,6 +185,38 @@ describe('TetherEventStore on the GET stream of two instances', () => {
   });
 });
 
+describe('TetherEventStore while the log is unavailable', () => {
+  // A notification on the GET stream stored while NATS is frozen: its first
+  // attempt times out with its bytes in the socket, the thaw stores them.
+  // The store retries until it is answered, and the retry finds the attempt
+  // that landed: one notification, stored once, and the SDK's send succeeds.
+  it('retries a GET-stream notification until the log answers, and stores it once', async () => {
+    const log = await SessionLog.create({ servers: nats.url, ...isolatedNames(), requestTimeoutMs: 300 });
+    logs.push(log);
+    const presence = createWriterPresence(log);
+    presences.push(presence);
+    const session = await log.createSession(principalDigest('Bearer alice'));
+    const store = new TetherEventStore({ log, session, presence });
+    const note = (data: string): JsonRpcMessage => ({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data } });
+    await store.storeEvent(SDK_GET_STREAM, note('before'));
+    await nats.freeze();
+    let stored: Promise<string>;
+    try {
+      stored = store.storeEvent(SDK_GET_STREAM, note('frozen'));
+      stored.catch(() => undefined);
+      // Long enough for the first attempt to fail (3 publishes of 300 ms) and a retry or two to fail too.
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    } finally {
+      await nats.thaw();
+    }
+    const cursor = decodeEventId(await stored);
+    expect(cursor.ok && cursor.value.seq).toBe(2);
+    await store.storeEvent(SDK_GET_STREAM, note('after'));
+    const page = await log.readPage(session.sessionId, '0', 0, 10);
+    expect(page.map((e) => (JSON.parse(Buffer.from(e.payload).toString('utf8')) as { params: { data: string } }).params.data)).toEqual(['before', 'frozen', 'after']);
+  });
+});
+
 describe('TetherEventStore when retention takes the rest of a stream', () => {
   // Found by the SDK fuzz suite under load: a resume accepted while the
   // stream was open, then its last events (end included) stored and all
