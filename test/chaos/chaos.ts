@@ -28,7 +28,7 @@ import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
 import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
-import { bump, digest, sleep } from './util.js';
+import { bump, digest, serverAtLeast, sleep } from './util.js';
 
 export interface ChaosOptions {
   readonly durationMs: number;
@@ -122,7 +122,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
   });
   say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
-  const tap = await startLogTap(stack.cluster.urls, streamName, subjectPrefix);
+  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix, batchDirect: serverAtLeast(stack.config.natsVersion, 2, 11) });
   const recorder = new Recorder();
   const hardStop = new AbortController();
   // Every call of every client listens to it.
