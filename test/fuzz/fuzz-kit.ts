@@ -9,9 +9,9 @@ import fc from 'fast-check';
 export const FUZZ_SEED = intFromEnv('TETHER_FUZZ_SEED', 0x7e7e4);
 const RUNS_FACTOR = Number(process.env['TETHER_FUZZ_RUNS'] ?? '1');
 
-/** fast-check parameters of one property: the fixed seed and `runs` (times TETHER_FUZZ_RUNS); a failure is shrunk to a minimal case. */
+/** fast-check parameters of one property: the fixed seed and `runs` (times TETHER_FUZZ_RUNS, rounded up: `npm run fuzz -- --cases N` runs at least N); a failure is shrunk to a minimal case. */
 export function fuzzParams<Ts>(runs: number): fc.Parameters<Ts> {
-  return { seed: FUZZ_SEED, numRuns: Math.max(1, Math.round(runs * (Number.isFinite(RUNS_FACTOR) && RUNS_FACTOR > 0 ? RUNS_FACTOR : 1))) };
+  return { seed: FUZZ_SEED, numRuns: Math.max(1, Math.ceil(runs * (Number.isFinite(RUNS_FACTOR) && RUNS_FACTOR > 0 ? RUNS_FACTOR : 1))) };
 }
 
 /**

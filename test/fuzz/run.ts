@@ -5,7 +5,7 @@
  * the EventStore, the durable task store, writer presence and the session
  * router, each on a real nats-server) with many more cases and another
  * seed. It scales every property's run count by the same factor
- * (`TETHER_FUZZ_RUNS`) so that the suites run about N cases in all, runs
+ * (`TETHER_FUZZ_RUNS`) so that the suites run at least N cases in all, runs
  * them with vitest, and prints what ran: each suite's summary, then one line
  * `fuzz: N cases, seed S, F failed properties`. Exits 1 when a property
  * failed (the failure names its seed and shrunk case), 2 on bad arguments.
@@ -24,7 +24,7 @@ const DEFAULT_SEED = 0x7e7e4;
 
 const USAGE = `Usage: npm run fuzz -- [--cases N] [--seed S]
 
-  --cases N   about how many cases to run in all (default ${CASES_AT_FACTOR_1}, what npm test runs)
+  --cases N   how many cases to run in all, at least (default ${CASES_AT_FACTOR_1}, what npm test runs)
   --seed S    the fast-check seed (an integer; default ${DEFAULT_SEED}, npm test's)
 
 Runs test/fuzz (the gateway's HTTP surface and the session-log service's gRPC
