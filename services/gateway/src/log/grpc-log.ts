@@ -396,7 +396,6 @@ function toRefusal(sessionId: string, err: unknown): Refusal | undefined {
   return { verdict, reason, sessionId, ...(cursor?.ok === true ? { cursor: cursor.value } : {}), ...(Object.keys(log).length > 0 ? { log } : {}) };
 }
 
-/** A failed call as the library's error: same code and fields; transport failures and service-only codes are `log_unavailable`. */
 /**
  * Whether a failed call is the service's definite refusal (an ErrorDetail
  * code other than `log_unavailable` and `internal`: conflict, bad argument,
@@ -413,6 +412,7 @@ function isRefusal(err: unknown): boolean {
   return detail.code !== SessionLogErrorCode.logUnavailable && detail.code !== 'internal';
 }
 
+/** A failed call as the library's error: same code and fields; transport failures and service-only codes are `log_unavailable`. */
 function toLogError(err: unknown): SessionLogError {
   if (err instanceof SessionLogError) return err;
   const { code, message, detail } = readCallFailure(err);
