@@ -8,7 +8,7 @@ import { loadavg } from 'node:os';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { principalDigest, SessionLog } from '@tether/session-log';
-import { startNatsServer } from '@tether/testing';
+import { natsVersionAtLeast, startNatsServer } from '@tether/testing';
 import { createRng } from '../shared/random.js';
 import { countResumeApiCalls } from './api-calls.js';
 import { LogFill } from './fill.js';
@@ -177,7 +177,7 @@ async function measureResumeLevels(
       progress(`tether resume p50 ${ms(tether.total.p50)} ms, p99 ${ms(tether.total.p99)} ms (n=${tether.total.n})`);
       const rawReplay = await measureRawReplay(jsm, js, LAYOUT, fill, plans, budget);
       progress(`raw filtered-consumer read p50 ${ms(rawReplay.p50)} ms, p99 ${ms(rawReplay.p99)} ms`);
-      const rawDirectBatch = atLeast(version, 2, 11) ? await measureRawDirectBatch(monitor, LAYOUT, fill, plans, budget) : undefined;
+      const rawDirectBatch = natsVersionAtLeast(version, 2, 11) ? await measureRawDirectBatch(monitor, LAYOUT, fill, plans, budget) : undefined;
       if (rawDirectBatch !== undefined) progress(`raw batch direct get p50 ${ms(rawDirectBatch.p50)} ms, p99 ${ms(rawDirectBatch.p99)} ms`);
       const apiCallsPerResume = await countResumeApiCalls(monitor, log, fill, principal, plans[0] ?? { stream: 0, cursor: 0 });
       const sdk = await measureSdkResume(fill, events, plans, sdkBudget);
@@ -201,12 +201,6 @@ function logServerInfo(log: SessionLog): LogServerInfo | undefined {
   const server = log.server as { version?: unknown; paths?: { replay?: unknown; classify?: unknown } } | undefined;
   if (server === undefined || server === null) return undefined;
   return { version: String(server.version ?? '?'), replay: String(server.paths?.replay ?? '?'), classify: String(server.paths?.classify ?? '?') };
-}
-
-/** `2.15.1` >= major.minor. */
-export function atLeast(version: string, major: number, minor: number): boolean {
-  const [a = 0, b = 0] = version.split('.').map(Number);
-  return a !== major ? a > major : b >= minor;
 }
 
 function loadNow(): number[] {

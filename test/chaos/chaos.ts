@@ -10,6 +10,7 @@ import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { namespaceNames, SessionLog } from '@tether/session-log';
+import { natsVersionAtLeast } from '@tether/testing';
 import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
 import type { CheckResult, ToolNames, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
@@ -28,7 +29,7 @@ import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
 import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
-import { bump, digest, serverAtLeast, sleep } from './util.js';
+import { bump, digest, sleep } from './util.js';
 
 export interface ChaosOptions {
   readonly durationMs: number;
@@ -122,7 +123,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
   });
   say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
-  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix, batchDirect: serverAtLeast(stack.config.natsVersion, 2, 11) });
+  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix, batchDirect: natsVersionAtLeast(stack.config.natsVersion, 2, 11) });
   const recorder = new Recorder();
   const hardStop = new AbortController();
   // Every call of every client listens to it.

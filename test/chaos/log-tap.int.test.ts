@@ -1,9 +1,8 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { findNatsServerBinary, natsServerVersion, startNatsServer } from '@tether/testing';
+import { findNatsServerBinary, natsServerVersion, natsVersionAtLeast, startNatsServer } from '@tether/testing';
 import { describe, expect, it } from 'vitest';
 import { readWindowInBatches } from './log-tap.js';
-import { serverAtLeast } from './util.js';
 
 // A power loss's re-check reads its window in batch direct gets (2.11+):
 // every position it reports is what the stream holds there, a position
@@ -12,7 +11,7 @@ import { serverAtLeast } from './util.js';
 const version = natsServerVersion(findNatsServerBinary());
 
 describe('readWindowInBatches', () => {
-  it.skipIf(!serverAtLeast(version, 2, 11))(`tells held, empty and unreached positions apart (nats-server ${version}; needs batch direct get, 2.11+)`, async () => {
+  it.skipIf(!natsVersionAtLeast(version, 2, 11))(`tells held, empty and unreached positions apart (nats-server ${version}; needs batch direct get, 2.11+)`, async () => {
     const server = await startNatsServer();
     const nc = await connect({ servers: server.url });
     try {

@@ -12,13 +12,13 @@
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { findNatsServerBinary, natsServerVersion } from '@tether/testing';
+import { findNatsServerBinary, natsServerVersion, natsVersionAtLeast } from '@tether/testing';
 import { runChaos } from './chaos.js';
 import { DEFAULT_SELECTION, parseFaultSelection } from './faults.js';
 import type { FaultKind, FaultSelection } from './faults.js';
 import type { LogMode, SyncMode, TargetName } from './stack.js';
 import { formatSummary } from './summary.js';
-import { parseDuration, serverAtLeast } from './util.js';
+import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--nats floor|current] [--sync always] [--faults default,KIND[=W],…]
@@ -108,7 +108,7 @@ async function main(): Promise<number> {
     natsBin = args['nats'] === undefined ? undefined : natsBinary(args['nats']);
     if (sync === 'always') {
       const bin = natsBin ?? findNatsServerBinary();
-      if (!serverAtLeast(natsServerVersion(bin), 2, 10)) throw new Error(`--sync always needs nats-server 2.10 or later (2.9 refuses sync_interval); ${bin} is ${natsServerVersion(bin)}`);
+      if (!natsVersionAtLeast(natsServerVersion(bin), 2, 10)) throw new Error(`--sync always needs nats-server 2.10 or later (2.9 refuses sync_interval); ${bin} is ${natsServerVersion(bin)}`);
     }
     const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart'] : []);
     faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable);

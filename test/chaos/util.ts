@@ -113,9 +113,3 @@ export function parseDuration(text: string): number {
 export function bump(counts: Record<string, number>, key: string, by = 1): void {
   counts[key] = (counts[key] ?? 0) + by;
 }
-
-/** Whether a nats-server version string (`2.15.1`) is at least `major.minor`. */
-export function serverAtLeast(version: string, major: number, minor: number): boolean {
-  const [a = 0, b = 0] = version.split('.').map(Number);
-  return a > major || (a === major && b >= minor);
-}

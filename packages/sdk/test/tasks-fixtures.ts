@@ -51,12 +51,6 @@ export async function startTasksFixture(): Promise<TasksFixture> {
   return fixture;
 }
 
-/** The version of the fixture's server is at least `major.minor`. */
-export function versionAtLeast(version: string, major: number, minor: number): boolean {
-  const [a = 0, b = 0] = version.split('.').map(Number);
-  return a !== major ? a > major : b >= minor;
-}
-
 /** Polls `probe` until it returns a value other than undefined; fails naming `what` at the deadline. */
 export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, deadlineMs = 15_000, everyMs = 50): Promise<T> {
   const until = Date.now() + deadlineMs;

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueuedMessage } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { TaskErrorCode, isTaskStoreError } from '../src/tasks/index.js';
 import type { DurableTasks } from '../src/tasks/index.js';
-import { eventually, isolatedTaskNames, startTasksFixture, versionAtLeast } from './tasks-fixtures.js';
+import { natsVersionAtLeast } from '@tether/testing';
+import { eventually, isolatedTaskNames, startTasksFixture } from './tasks-fixtures.js';
 import type { TasksFixture } from './tasks-fixtures.js';
 
 const ALICE = 'Bearer alice';
@@ -221,7 +222,7 @@ describe('durable task store', () => {
     const names = isolatedTaskNames();
     const { tasks, nc } = await fx.open(names);
     const { taskStore, taskMessageQueue } = tasks.forPrincipal(ALICE);
-    const expectedPath = versionAtLeast(fx.server.version, 2, 11) ? 'per-message-ttl' : 'max-age-and-read-check';
+    const expectedPath = natsVersionAtLeast(fx.server.version, 2, 11) ? 'per-message-ttl' : 'max-age-and-read-check';
     if (expectedPath !== 'per-message-ttl') console.warn(`nats-server ${fx.server.version} has no per-message TTL (2.11+): expiry runs on max_age and read checks`);
     expect(tasks.server.ttlPath).toBe(expectedPath);
     const short = await taskStore.createTask({ ttl: 1000 }, 1, REQUEST, SESSION);

@@ -1,5 +1,5 @@
 export { findNatsServerBinary } from './find-binary.js';
-export { natsServerVersion, startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.js';
+export { natsServerVersion, natsVersionAtLeast, startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.js';
 export { startNatsCluster, type NatsCluster, type NatsClusterOptions } from './nats-cluster.js';
 export { getFreePort, getFreePorts } from './ports.js';
 export {

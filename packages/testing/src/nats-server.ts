@@ -310,6 +310,12 @@ async function waitStopped(pid: number): Promise<void> {
 
 const versions = new Map<string, string>();
 
+/** Whether a nats-server version (`2.15.1`, as `natsServerVersion` reports it) is at least `major.minor`. */
+export function natsVersionAtLeast(version: string, major: number, minor: number): boolean {
+  const [a = 0, b = 0] = version.split('.').map(Number);
+  return a !== major ? a > major : b >= minor;
+}
+
 /**
  * The version a nats-server binary reports (`nats-server: v2.15.1` → `2.15.1`),
  * cached per path. Tests name it when they skip for a missing feature.
