@@ -252,23 +252,18 @@ export class TetherEventStore {
     const run = this.log.append(this.sessionId, stream.tether, kind, payload, options).catch(async (err: unknown) => {
       // Only an unknown outcome is retried; a refusal (payload_too_large, writer_conflict…) is the caller's.
       if (!isSessionLogError(err, 'log_unavailable')) throw err;
-      let last: unknown = err;
       await before;
-      while (stream.failed === undefined && isSessionLogError(last, 'log_unavailable') && Date.now() - startedMs < this.#appendRetryMs) {
-        await delay(APPEND_RETRY_WAIT_MS);
-        try {
-          return await this.log.append(this.sessionId, stream.tether, kind, payload, { ...options, retry: true });
-        } catch (again) {
-          last = again;
+      try {
+        return await this.#retryUnavailable(err, startedMs, () => this.log.append(this.sessionId, stream.tether, kind, payload, { ...options, retry: true }), () => stream.failed !== undefined);
+      } catch (last) {
+        if (!final) throw last;
+        if (stream.failed === undefined) {
+          stream.failed = last;
+          // Probes now answer "not writing": a reader takes the stream over and ends it explicitly.
+          this.#presence.finish(this.sessionId, stream.tether);
         }
+        throw stream.failed;
       }
-      if (!final) throw last;
-      if (stream.failed === undefined) {
-        stream.failed = last;
-        // Probes now answer "not writing": a reader takes the stream over and ends it explicitly.
-        this.#presence.finish(this.sessionId, stream.tether);
-      }
-      throw stream.failed;
     });
     stream.last = run.catch(() => undefined);
     return run;
@@ -305,20 +300,43 @@ export class TetherEventStore {
   async #appendStandaloneNow(kind: EventKind, payload: Uint8Array): Promise<string> {
     const startedMs = Date.now();
     const options = { writer: this.#presence.writerId };
-    let retry = false;
-    for (let conflicts = 0; ; ) {
-      try {
-        return (await this.log.append(this.sessionId, STANDALONE_STREAM, kind, payload, retry ? { ...options, retry } : options)).id;
-      } catch (err) {
-        if (isSessionLogError(err, 'writer_conflict') && conflicts < STANDALONE_CONFLICT_RETRIES) {
+    /** Lost races, counted across the retries of this one store. */
+    let conflicts = 0;
+    const append = async (retry: boolean): Promise<string> => {
+      for (;;) {
+        try {
+          return (await this.log.append(this.sessionId, STANDALONE_STREAM, kind, payload, retry ? { ...options, retry } : options)).id;
+        } catch (err) {
+          if (!isSessionLogError(err, 'writer_conflict') || conflicts >= STANDALONE_CONFLICT_RETRIES) throw err;
           conflicts += 1;
-          continue;
         }
-        if (!isSessionLogError(err, 'log_unavailable') || Date.now() - startedMs >= this.#appendRetryMs) throw err;
-        retry = true;
-        await delay(APPEND_RETRY_WAIT_MS);
+      }
+    };
+    try {
+      return await append(false);
+    } catch (err) {
+      if (!isSessionLogError(err, 'log_unavailable')) throw err;
+      return await this.#retryUnavailable(err, startedMs, () => append(true));
+    }
+  }
+
+  /**
+   * The retry loop of both streams' appends: after `first` (a failure),
+   * calls `again` (the append with `retry: true`) every APPEND_RETRY_WAIT_MS
+   * while the last failure is `log_unavailable`, until `appendRetryMs`
+   * after `startedMs` or `stop()`. Rejects with the last failure.
+   */
+  async #retryUnavailable<T>(first: unknown, startedMs: number, again: () => Promise<T>, stop: () => boolean = () => false): Promise<T> {
+    let last = first;
+    while (!stop() && isSessionLogError(last, 'log_unavailable') && Date.now() - startedMs < this.#appendRetryMs) {
+      await delay(APPEND_RETRY_WAIT_MS);
+      try {
+        return await again();
+      } catch (err) {
+        last = err;
       }
     }
+    throw last;
   }
 
   #sdkNameOf(stream: string): string {

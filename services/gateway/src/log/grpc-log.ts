@@ -122,10 +122,9 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
         // there and append it once more (found by npm run chaos -- --log grpc with a power loss).
         const doubt = appendOptions.retry === true && appendOptions.claim === undefined ? inDoubt.get(key) : undefined;
         inDoubt.delete(key);
-        // (A retry in doubt already knows its seq: no Head round trip for it.)
-        const known = async (): Promise<number | undefined> =>
-          appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq);
-        const expectedSeq = doubt ?? ((await known()) ?? 0) + 1;
+        // `??` stops at the first known seq: a retry in doubt, a claim or a cached seq asks no Head.
+        const expectedSeq =
+          doubt ?? (appendOptions.claim?.afterSeq ?? lastSeq.get(key) ?? (appendOptions.opensStream !== undefined ? 0 : (await head(sessionId, stream))?.seq) ?? 0) + 1;
         const request = {
           sessionId,
           stream,
