@@ -257,8 +257,8 @@ export async function startLogTap(servers: readonly string[], streamName: string
       // On 2.11+ the window is read in batches at once (the consumer re-read alone left most
       // of a large window uncompared within the timeout); the consumer's copy fills what they missed.
       const batched = options.batchDirect === true ? await readWindowInBatches(jsm, streamName, keyOf, mark.fromPos, mark.lastPos, until) : new Map<number, Held | null>();
-      const missing = (): boolean => [...held.keys()].some((pos) => !batched.has(pos) && !r.reread.has(pos));
-      while (!r.reached && Date.now() < until && !stopped && missing()) await sleep(100);
+      const unread = [...held.keys()].filter((pos) => !batched.has(pos));
+      while (!r.reached && Date.now() < until && !stopped && unread.some((pos) => !r.reread.has(pos))) await sleep(100);
       if (resync === r) resync = undefined;
       // Positions neither read delivered (a delivery lost while the consumer's node
       // changed, or nothing there): asked of the stream one by one.
