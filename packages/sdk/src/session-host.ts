@@ -3,6 +3,7 @@ import type { SessionLog, SessionRecord } from '@tether/session-log';
 import { TetherEventStore } from './event-store.js';
 import { TetherSdkError, TetherSdkErrorCode } from './errors.js';
 import { responseIdOf } from './json-rpc.js';
+import type { SdkAuthInfo } from './identity.js';
 import type { JsonRpcId, JsonRpcMessage } from './json-rpc.js';
 import { requestsOfTransport } from './sdk-transport-internals.js';
 import { SDK_GET_STREAM, SessionMeta } from './wire.js';
@@ -18,7 +19,8 @@ export interface SdkEventStore {
 
 /** What the router needs of the SDK's web-standard transport (v1 `server/webStandardStreamableHttp.js`, v2 `@modelcontextprotocol/server`). */
 export interface SdkTransport {
-  handleRequest(request: Request, options?: { parsedBody?: unknown }): Promise<Response>;
+  /** `authInfo` reaches the handlers as `extra.authInfo` (v1) or `ctx.http.authInfo` (v2), as in a plain SDK server. */
+  handleRequest(request: Request, options?: { parsedBody?: unknown; authInfo?: SdkAuthInfo }): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -37,7 +39,11 @@ export type SdkTransportClass = new (options: SdkTransportOptions) => SdkTranspo
 /** The session a server is built for: `createServer`'s argument (durable tasks need its principal). */
 export interface SdkSessionInfo {
   readonly sessionId: string;
-  /** The digest of the credential that created the session (`principalDigest(principalOf(request))`), never the credential. */
+  /**
+   * The principal digest the session is bound to: of the verified identity
+   * (`identityPrincipal(issuer, subject)`), or of the credential
+   * (`principalDigest`), whichever `principalOf` gave. Never the token.
+   */
   readonly principal: string;
 }
 

@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EventKind, encodeResumeAck, encodeSseEvent, HttpHeader, isSessionId, ResumeVerdict, STANDALONE_STREAM } from '@tether/protocol';
-import { principalDigest, samePrincipal } from '@tether/session-log';
+import { samePrincipal } from '@tether/session-log';
 import type { SessionLog, SessionRecord } from '@tether/session-log';
 import { isTetherSdkError } from './errors.js';
 import { fromLogError, jsonRpcError, resumeRefused, sessionNotFound } from './http-replies.js';
+import { defaultPrincipalOf, principalOfSource } from './identity.js';
+import type { SdkAuthInfo, SdkPrincipalSource } from './identity.js';
 import { BODY_TOO_LARGE, toWebRequest, writeNodeResponse } from './node-http.js';
 import { hostSession } from './session-host.js';
 import type { HostedSession, SdkServer, SdkSessionInfo, SdkTransportClass } from './session-host.js';
@@ -27,12 +29,25 @@ export interface SessionRouterOptions {
   /** A fresh server (`McpServer`, v1 or v2) for one session on this instance. Must build the same server everywhere (README); `session.principal` picks per-principal state such as durable tasks (`forPrincipal`). */
   readonly createServer: (session: SdkSessionInfo) => SdkServer | Promise<SdkServer>;
   /**
-   * The caller's credential (an `Authorization` value, a verified user id).
-   * A session is bound to the digest of the one that initialized it; a
-   * request with another gets 404, exactly like an unknown session. Default:
-   * the `Authorization` header, or '' (anonymous callers share one principal).
+   * Who the caller is. A session is bound to the principal that initialized
+   * it; a request of another principal gets 404, byte for byte the answer
+   * for an unknown session. `authInfo` is the request's verified token
+   * (`fetch(request, { authInfo })`, or `req.auth` in `node`), undefined
+   * when there is none. Answer either
+   * - a verified identity `{ issuer, subject }`: bound by
+   *   `identityPrincipal(issuer, subject)`, so a refreshed token of the same
+   *   subject keeps its sessions (and durable tasks); or
+   * - a credential string (an API key, a trusted identity header): bound by
+   *   its digest, so another string is another principal. A bearer token
+   *   here is lost at its first refresh.
+   *
+   * Default: with `authInfo`, its identity (`identityOfAuthInfo`: `extra.iss`
+   * and `extra.sub`, else the client id; never the token); without, the
+   * `Authorization` header as a credential, or '' (anonymous callers share
+   * one principal). A `principalOf(request)` of one argument returning a
+   * string works as before.
    */
-  readonly principalOf?: (request: Request) => string | Promise<string>;
+  readonly principalOf?: (request: Request, authInfo: SdkAuthInfo | undefined) => SdkPrincipalSource | Promise<SdkPrincipalSource>;
   /** This process's writer identity. Default: one created for the router (and dropped by `close()`). */
   readonly presence?: WriterPresence;
   /** `retry:` (ms) on priming events and resume acknowledgments: how soon SDK clients reconnect. Default: none (the client's backoff). */
@@ -45,11 +60,31 @@ export interface SessionRouterOptions {
   readonly writerWatch?: WriterWatchOptions;
 }
 
+/** What `fetch` takes besides the request. */
+export interface SessionRouterFetchOptions {
+  /**
+   * The request's verified token, from your bearer-auth gate (v2's
+   * `requireBearerAuth` fetch gate, your own verifier). It decides the
+   * principal (see `principalOf`) and reaches your handlers through the SDK
+   * transport. Tether never stores or logs the token.
+   */
+  readonly authInfo?: SdkAuthInfo;
+}
+
 export interface SessionRouter {
-  /** A web-standard handler (`Request` → `Response`): v2 servers, Hono, anything fetch-shaped. */
-  fetch(request: Request): Promise<Response>;
-  /** A node:http handler: v1 servers on `http.createServer` or Express. */
-  node(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /**
+   * A web-standard handler (`Request` → `Response`): v2 servers, Hono,
+   * anything fetch-shaped. On runtimes that pass their own second argument
+   * (Workers' `env`, Bun's server), wrap it: `(request) => router.fetch(request)`.
+   */
+  fetch(request: Request, options?: SessionRouterFetchOptions): Promise<Response>;
+  /**
+   * A node:http handler: v1 servers on `http.createServer` or Express. Reads
+   * the verified token from `req.auth`, where the SDK v1's `requireBearerAuth`
+   * middleware (and any middleware that follows the SDK's node transport)
+   * puts it.
+   */
+  node(req: IncomingMessage & { auth?: SdkAuthInfo }, res: ServerResponse): Promise<void>;
   /** This process's writer identity (its id is stamped on every event it appends). */
   readonly presence: WriterPresence;
   /** Sessions this instance holds state for now. */
@@ -66,8 +101,10 @@ const PRIMING_SINCE = '2025-11-25';
  * Serves MCP sessions of official-SDK servers from any instance of a fleet.
  *
  * - `initialize` (POST without `Mcp-Session-Id`) registers the session in
- *   the log's registry, bound to the caller's principal, with the client's
- *   initialize params, then lets the SDK answer it.
+ *   the log's registry, bound to the caller's principal (by default its
+ *   verified identity, so a refreshed token keeps the session; see
+ *   `principalOf`), with the client's initialize params, then lets the SDK
+ *   answer it. The request's `authInfo` goes on to the SDK transport.
  * - Any later request, on any instance, finds the session in the registry;
  *   an instance that holds no state for it builds the transport and server
  *   on demand (`hostSession`). Unknown, closed, or another principal's: 404.
@@ -85,7 +122,7 @@ export function createSessionRouter(options: SessionRouterOptions): SessionRoute
   const ownPresence = options.presence === undefined;
   const presence = options.presence ?? createWriterPresence(log);
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const principalOf = options.principalOf ?? ((request: Request) => request.headers.get('authorization') ?? '');
+  const principalOf = options.principalOf ?? defaultPrincipalOf;
   const hosted = new Map<string, Promise<HostedSession>>();
   const hostOptions = {
     log,
@@ -117,18 +154,21 @@ export function createSessionRouter(options: SessionRouterOptions): SessionRoute
     return host(record, request.url, true);
   };
 
-  const fetch = async (request: Request): Promise<Response> => {
+  const fetch = async (request: Request, fetchOptions?: SessionRouterFetchOptions): Promise<Response> => {
+    const authInfo = fetchOptions?.authInfo;
+    // Handed to the SDK as given (the same object): handlers see what the gate verified.
+    const sdkOptions = authInfo === undefined ? {} : { authInfo };
     try {
-      const principal = principalDigest(await principalOf(request));
+      const principal = principalOfSource(await principalOf(request, authInfo));
       switch (request.method) {
         case 'POST':
-          return await post(request, principal);
+          return await post(request, principal, sdkOptions);
         case 'GET':
           return await get(request, principal);
         case 'DELETE': {
           const session = await authorize(request, principal);
           if (session === undefined) return sessionNotFound();
-          const answer = await session.transport.handleRequest(request);
+          const answer = await session.transport.handleRequest(request, sdkOptions);
           await session.close();
           return answer;
         }
@@ -137,11 +177,12 @@ export function createSessionRouter(options: SessionRouterOptions): SessionRoute
       }
     } catch (err) {
       if (isTetherSdkError(err, 'session_not_rebuildable')) return sessionNotFound();
+      if (isTetherSdkError(err, 'no_identity')) return jsonRpcError(500, JsonRpcCode.transport, `Internal server error: ${err.message}`);
       return fromLogError(err);
     }
   };
 
-  const post = async (request: Request, principal: string): Promise<Response> => {
+  const post = async (request: Request, principal: string, sdkOptions: { authInfo?: SdkAuthInfo }): Promise<Response> => {
     let body: unknown;
     try {
       body = JSON.parse(await request.text());
@@ -151,21 +192,21 @@ export function createSessionRouter(options: SessionRouterOptions): SessionRoute
     const initialize = initializeParams(body);
     if (request.headers.get(HttpHeader.sessionId) === null) {
       if (initialize === undefined) return jsonRpcError(400, JsonRpcCode.transport, 'Bad Request: Mcp-Session-Id header is required');
-      return await open(request, principal, body, initialize);
+      return await open(request, principal, body, initialize, sdkOptions);
     }
     const session = await authorize(request, principal);
     if (session === undefined) return sessionNotFound();
     void log.sessions.touch(session.record.sessionId).catch(() => undefined);
-    return await session.transport.handleRequest(request, { parsedBody: body });
+    return await session.transport.handleRequest(request, { parsedBody: body, ...sdkOptions });
   };
 
   /** `initialize`: register the session (bound to the principal), give stream `0` its head, and let the SDK answer. */
-  const open = async (request: Request, principal: string, body: unknown, initialize: unknown): Promise<Response> => {
+  const open = async (request: Request, principal: string, body: unknown, initialize: unknown, sdkOptions: { authInfo?: SdkAuthInfo }): Promise<Response> => {
     const record = await log.createSession(principal, { [SessionMeta.owner]: SESSION_OWNER, [SessionMeta.initialize]: JSON.stringify(initialize) });
     // The GET stream always has a head, so a fresh GET can give its client a real cursor.
     await log.append(record.sessionId, STANDALONE_STREAM, EventKind.prime, new Uint8Array(), { opensStream: { epoch: record.epoch } });
     const session = await host(record, request.url, false);
-    const answer = await session.transport.handleRequest(request, { parsedBody: body });
+    const answer = await session.transport.handleRequest(request, { parsedBody: body, ...sdkOptions });
     if (answer.status !== 200) {
       await session.close();
       await log.closeSession(record.sessionId).catch(() => false);
@@ -217,7 +258,7 @@ export function createSessionRouter(options: SessionRouterOptions): SessionRoute
     async node(req, res) {
       const request = await toWebRequest(req, maxBodyBytes);
       if (request === BODY_TOO_LARGE) return writeNodeResponse(jsonRpcError(413, JsonRpcCode.transport, `Payload Too Large: the body exceeds ${maxBodyBytes} bytes`), res);
-      return writeNodeResponse(await fetch(request), res);
+      return writeNodeResponse(await fetch(request, req.auth === undefined ? {} : { authInfo: req.auth }), res);
     },
     presence,
     get localSessions() {

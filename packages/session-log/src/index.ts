@@ -15,7 +15,7 @@ export { isWriterId, newWriterId } from './presence.js';
 export type { WriterState, WritesStream } from './presence.js';
 export { LeaseTable } from './leases.js';
 export type { Lease } from './leases.js';
-export { principalDigest, samePrincipal } from './principal.js';
+export { identityPrincipal, principalDigest, principalTag, samePrincipal } from './principal.js';
 export { resolveConfig } from './config.js';
 export type { SessionLogConfig, SessionLogOptions } from './config.js';
 export { desiredStreamConfig } from './setup.js';

@@ -21,6 +21,8 @@ export interface TetherMetrics {
   readonly sessionsRefused: Counter;
   /** Upstream calls that failed (`reason` attribute). */
   readonly upstreamErrors: Counter;
+  /** Requests refused by `--auth jwt|introspect`, by `reason` (expired, audience, signature, scope, issuer_unavailable, …). */
+  readonly authRefusals: Counter;
 }
 
 export const METRIC_NAMES = [
@@ -48,5 +50,6 @@ export function createTetherMetrics(scope = 'tether'): TetherMetrics {
     leaseTakeovers: meter.createCounter('tether.lease.takeovers', { description: 'Writer leases taken over' }),
     sessionsRefused: meter.createCounter('tether.sessions.refused', { description: 'Sessions refused at creation, by reason' }),
     upstreamErrors: meter.createCounter('tether.upstream.errors', { description: 'Failed upstream calls' }),
+    authRefusals: meter.createCounter('tether.auth.refusals', { description: 'Requests refused by token validation, by reason' }),
   };
 }

@@ -26,6 +26,15 @@ export {
   type UpstreamRequest,
 } from './mcp-upstream.js';
 export {
+  OAuthRequestError,
+  startAuthorizationServer,
+  TEST_REDIRECT_URI,
+  type AuthorizationServer,
+  type AuthorizationServerOptions,
+  type ClientAuthMethod,
+  type TokenResponse,
+} from './authorization-server.js';
+export {
   isNatsServerNotFound,
   isTestingError,
   NatsServerNotFoundError,

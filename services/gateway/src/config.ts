@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
 import { DEFAULT_STREAM_NAME, MAX_SESSIONS_PER_PRINCIPAL, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from '@tether/session-log';
+import { AUTH_FLAGS, AUTH_SECRET_FLAGS, parseAuthConfig } from './auth/auth-config.js';
+import type { AuthConfig } from './auth/auth-config.js';
 
 export { ConfigError };
 
@@ -29,8 +31,8 @@ export interface GatewayConfig {
   readonly logMaxMsgsPerStream: number;
   readonly logReplicas: number;
   readonly sessionIdleMs: number;
-  /** Header whose value identifies the principal. Default `authorization`. */
-  readonly identityHeader: string;
+  /** Who a caller is: a trusted header's digest (`none`), or a verified token's issuer and subject (`jwt`, `introspect`). */
+  readonly auth: AuthConfig;
   /** Origins allowed besides loopback ones. `*` allows any. */
   readonly allowedOrigins: readonly string[];
   readonly heartbeatMs: number;
@@ -67,7 +69,7 @@ export const FLAGS = [
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
   { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
-  { flag: 'identity-header', env: 'TETHER_IDENTITY_HEADER', help: 'request header that identifies the principal', fallback: 'authorization' },
+  ...AUTH_FLAGS,
   { flag: 'allowed-origins', env: 'TETHER_ALLOWED_ORIGINS', help: 'origins allowed besides loopback, comma separated (* = any)', fallback: '' },
   { flag: 'heartbeat', env: 'TETHER_HEARTBEAT', help: 'SSE comment interval on idle streams (ms, or 15s)', fallback: '15s' },
   { flag: 'retry', env: 'TETHER_RETRY', help: 'SSE retry hint sent to clients (ms)', fallback: '1000' },
@@ -86,7 +88,7 @@ export const FLAGS = [
 ] as const satisfies readonly FlagSpec[];
 
 /** Values that must not be printed: masked by `--print-config`, withheld from config-file errors. */
-const SECRET_FLAGS = ['log-token'];
+const SECRET_FLAGS = ['log-token', ...AUTH_SECRET_FLAGS];
 
 /** Routes contain commas (replica lists), so repeated `--route`s are joined with `;`, as in `TETHER_ROUTES`. */
 const FLAG_OPTIONS: FlagOptions = { separator: (flag) => (flag === 'route' ? ';' : ','), secretFlags: SECRET_FLAGS };
@@ -151,7 +153,7 @@ export function parseConfig(
     logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
     logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
-    identityHeader: raw('identity-header').toLowerCase(),
+    auth: parseAuthConfig(raw),
     allowedOrigins: list(raw('allowed-origins'), ','),
     heartbeatMs: duration('heartbeat', raw('heartbeat'), 100),
     retryMs: int('retry', raw('retry'), 0, 600_000),
@@ -229,6 +231,7 @@ export function printableConfig(config: GatewayConfig): string {
     const key = flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
     if (masked[key] !== undefined) masked[key] = '***';
   }
+  if (config.auth.mode === 'introspect') masked.auth = { ...config.auth, clientSecret: '***' };
   return `${JSON.stringify(masked, null, 2)}\n`;
 }
 

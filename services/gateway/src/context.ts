@@ -2,6 +2,8 @@ import type { Tracer } from '@opentelemetry/api';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { Audit } from './audit.js';
+import type { Authenticator } from './auth/authenticator.js';
+import type { ResourceMetadata } from './auth/resource-metadata.js';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
 import type { LocalRegistry } from './streams/local-registry.js';
@@ -29,6 +31,10 @@ export interface GatewayContext {
   readonly metrics: TetherMetrics;
   /** Metadata-only audit events per session (no-ops with `--audit off`). */
   readonly audit: Audit;
+  /** Who sent a request (`--auth`): the principal and what the upstream is told of it. */
+  readonly authenticator: Authenticator;
+  /** RFC 9728 documents and the 401/403/503 refusals; undefined with `--auth none`. */
+  readonly resourceMetadata: ResourceMetadata | undefined;
 }
 
 export interface RoutedRequest {

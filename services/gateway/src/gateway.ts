@@ -7,6 +7,10 @@ import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import { AuditKind } from '@tether/session-log';
 import { createAudit } from './audit.js';
+import { isAuthError } from './auth/auth-error.js';
+import { createAuthenticator } from './auth/authenticator.js';
+import type { Caller } from './auth/authenticator.js';
+import { createResourceMetadata, serveMetadata } from './auth/resource-metadata.js';
 import type { GatewayConfig } from './config.js';
 import type { GatewayContext } from './context.js';
 import { handleDelete } from './handlers/delete.js';
@@ -70,7 +74,10 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     tracer: trace.getTracer('tether-gateway'),
     metrics,
     audit: createAudit(log, config.instanceId, config.audit),
+    authenticator: createAuthenticator(config.auth),
+    resourceMetadata: createResourceMetadata(config.auth),
   };
+  const authLogger = logger.child({ component: 'auth' });
   let markDrained: () => void = () => undefined;
   const drained = new Promise<void>((resolve) => (markDrained = resolve));
   // tether-admin's `drain <instance>`: the same drain as SIGTERM, answered once it has begun.
@@ -88,22 +95,35 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       const state = ready ? 'ready' : draining ? 'draining' : 'log unavailable';
       return void res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(readyText(state, log));
     }
+    const metadata = ctx.resourceMetadata?.documentAt(path);
+    if (metadata !== undefined) return serveMetadata(res, req.method, metadata);
     const route = config.routes.find((r) => r.path === path);
     if (route === undefined) return replyError(res, { status: 404, code: GatewayErrorCode.transport, message: `no MCP route at ${path.slice(0, 200)}` });
     if (draining) return replyError(res, { status: 503, code: GatewayErrorCode.unavailable, message: 'gateway instance is draining; retry', headers: { 'retry-after': '0', connection: 'close' } });
     if (!originAllowed(req, config.allowedOrigins)) return replyError(res, { status: 403, code: GatewayErrorCode.transport, message: 'Forbidden: Origin not allowed' });
+    let caller: Caller;
+    try {
+      caller = await ctx.authenticator.authenticate(req);
+    } catch (err) {
+      if (!isAuthError(err) || ctx.resourceMetadata === undefined) throw err;
+      // The reason only: never the token, a claim's value or the header.
+      ctx.metrics.authRefusals.add(1, { reason: err.reason });
+      if (err.code === 'issuer_unavailable') authLogger.warn({ reason: err.reason, detail: err.description }, 'issuer unavailable');
+      else authLogger.debug({ reason: err.reason, code: err.code }, 'request refused');
+      return replyError(res, ctx.resourceMetadata.refusal(err, route.path));
+    }
     const traced = startRequestSpan(ctx, req, res, route.path);
-    return context.with(traced.ctx, () => dispatch(route, req, res));
+    return context.with(traced.ctx, () => dispatch(route, caller, req, res));
   };
 
-  const dispatch = (route: GatewayConfig['routes'][number], req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const dispatch = (route: GatewayConfig['routes'][number], caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> => {
     switch (req.method) {
       case 'POST':
-        return handlePost(ctx, route, req, res);
+        return handlePost(ctx, route, caller, req, res);
       case 'GET':
-        return handleGet(ctx, route, req, res);
+        return handleGet(ctx, route, caller, req, res);
       case 'DELETE':
-        return handleDelete(ctx, route, req, res);
+        return handleDelete(ctx, route, caller, req, res);
       default:
         replyError(res, { status: 405, code: GatewayErrorCode.transport, message: `Method Not Allowed: ${String(req.method).slice(0, 16)}`, headers: { allow: 'GET, POST, DELETE' } });
         return Promise.resolve();

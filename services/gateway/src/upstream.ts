@@ -2,22 +2,39 @@ import type { IncomingMessage } from 'node:http';
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Counter } from '@opentelemetry/api';
 import { HttpHeader } from '@tether/protocol';
+import type { Caller } from './auth/authenticator.js';
 import { Agent } from 'undici';
 import type { Dispatcher } from 'undici';
 
 const tracer = trace.getTracer('tether-gateway');
 
-/** Request headers passed to the upstream. Everything else (Host, Origin, cookies, our session id) stays here. */
-const FORWARDED = ['accept', 'content-type', 'authorization', HttpHeader.protocolVersion, 'traceparent', 'tracestate', 'baggage', 'user-agent'];
+/**
+ * Request headers passed to the upstream. Everything else (Host, Origin,
+ * cookies, our session id, any `Tether-*` a client made up) stays here. The
+ * caller's credentials come from `Caller.upstreamHeaders` (`--upstream-auth`).
+ */
+const FORWARDED = ['accept', 'content-type', HttpHeader.protocolVersion, 'traceparent', 'tracestate', 'baggage', 'user-agent'];
 
-export function forwardHeaders(req: IncomingMessage, upstreamSessionId: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
+export function forwardHeaders(req: IncomingMessage, caller: Caller, upstreamSessionId: string | undefined): Record<string, string> {
+  const out: Record<string, string> = { ...caller.upstreamHeaders };
   for (const name of FORWARDED) {
     const value = req.headers[name];
     if (typeof value === 'string') out[name] = value;
   }
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') out[HttpHeader.sessionId] = upstreamSessionId;
   return out;
+}
+
+/**
+ * What an upstream request the gateway makes on its own (a GET listener, a
+ * nested resume after a takeover) carries for the caller whose request led
+ * to it: the protocol version and the caller's credentials, so an upstream
+ * that validates tokens accepts it as it accepted the caller's own requests.
+ */
+export type CallerHeaders = Readonly<Record<string, string>>;
+
+export function callerHeaders(caller: Caller, protocolVersion: string | undefined): CallerHeaders {
+  return protocolVersion === undefined ? caller.upstreamHeaders : { ...caller.upstreamHeaders, [HttpHeader.protocolVersion]: protocolVersion };
 }
 
 export class UpstreamError extends Error {

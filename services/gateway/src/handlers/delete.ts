@@ -6,23 +6,24 @@ import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../http/reply.js';
-import { header, principalOf } from '../http/request.js';
+import type { Caller } from '../auth/authenticator.js';
+import { header } from '../http/request.js';
 import { callUpstream, forwardHeaders } from '../upstream.js';
 
 /** DELETE: forwarded, then the session is closed on every instance and its log purged. */
-export async function handleDelete(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+export async function handleDelete(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const sessionId = header(req, HttpHeader.sessionId);
   if (sessionId === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.transport, message: 'Bad Request: DELETE needs an Mcp-Session-Id header' });
   if (!isSessionId(sessionId)) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
   let session: SessionRecord;
   try {
-    session = await ctx.log.authorize(sessionId, principalOf(req, ctx.config.identityHeader));
+    session = await ctx.log.authorize(sessionId, caller.principal);
   } catch (err) {
     return replyError(res, fromLogError(err));
   }
   if (session.meta[Meta.route] !== route.path) return replyError(res, unknownSession());
   try {
-    const answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'DELETE', headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]), errors: ctx.metrics.upstreamErrors });
+    const answer = await callUpstream(session.meta[Meta.upstream]!, { method: 'DELETE', headers: forwardHeaders(req, caller, session.meta[Meta.upstreamSessionId]), errors: ctx.metrics.upstreamErrors });
     await answer.cancel();
   } catch (err) {
     // The upstream may be gone; our session ends regardless.

@@ -9,14 +9,17 @@ import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, replyRefusal, unknownSession } from '../http/reply.js';
-import { header, principalOf } from '../http/request.js';
+import type { Caller } from '../auth/authenticator.js';
+import { header } from '../http/request.js';
+import { callerHeaders } from '../upstream.js';
+import type { CallerHeaders } from '../upstream.js';
 import { ensureListener } from '../streams/standalone.js';
 import type { ListenerResult } from '../streams/standalone.js';
 import { takeOverIfOrphaned } from '../streams/takeover.js';
 import { serveFromLog } from './serve-stream.js';
 
 /** GET: the session's standalone stream, or (with `Last-Event-ID`) a resume of any of its streams, on any instance. */
-export async function handleGet(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+export async function handleGet(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const accept = header(req, 'accept') ?? '';
   if (!accept.includes('text/event-stream') && !accept.includes('*/*')) {
     return replyError(res, { status: 406, code: GatewayErrorCode.transport, message: 'Not Acceptable: GET needs Accept: text/event-stream' });
@@ -24,9 +27,9 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
   const sessionId = header(req, HttpHeader.sessionId);
   if (sessionId === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.transport, message: 'Bad Request: GET needs an Mcp-Session-Id header' });
   if (!isSessionId(sessionId)) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
-  const principal = principalOf(req, ctx.config.identityHeader);
+  const { principal } = caller;
   const lastEventId = header(req, HttpHeader.lastEventId);
-  if (lastEventId !== undefined) return resume(ctx, route, req, res, sessionId, lastEventId, principal);
+  if (lastEventId !== undefined) return resume(ctx, route, caller, req, res, sessionId, lastEventId);
 
   let session: SessionRecord;
   try {
@@ -39,12 +42,13 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
     return replyError(res, { status: 429, code: GatewayErrorCode.transport, message: `too many open streams for this session (limit ${ctx.config.maxStreamsPerSession})` });
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
+  const upstreamHeaders = callerHeaders(caller, protocolVersion);
   const token = randomBytes(8).toString('hex');
   // A newer GET supersedes older ones, on every instance.
   ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
   let listener: ListenerResult;
   try {
-    listener = await ensureListener(ctx, session, protocolVersion);
+    listener = await ensureListener(ctx, session, upstreamHeaders);
   } catch (err) {
     return replyError(res, fromLogError(err));
   }
@@ -73,17 +77,17 @@ export async function handleGet(ctx: GatewayContext, route: Route, req: Incoming
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),
     token,
-    writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, protocolVersion)).writer },
+    writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, upstreamHeaders)).writer },
     conn: ctx.audit.open(sessionId, { kind: AuditKind.get, stream: '0', status: 200, ...(head === undefined ? {} : { cursor: { stream: '0', seq: head.seq, pos: head.pos } }) }),
   });
 }
 
 /** DESIGN section 7 on any instance; an unrecoverable cursor terminates the session and answers 404. */
-async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, sessionId: string, lastEventId: string, principal: string): Promise<void> {
+async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, sessionId: string, lastEventId: string): Promise<void> {
   let result: ResumeResult;
   let writer: string | undefined;
   try {
-    result = await ctx.log.resume(sessionId, lastEventId, principal);
+    result = await ctx.log.resume(sessionId, lastEventId, caller.principal);
     if (result.verdict === 'resumed' && result.session.meta[Meta.route] !== route.path) {
       return replyRefusal(res, 404, ResumeVerdict.unknownSession, 'the session is unknown, closed, or not yours');
     }
@@ -94,7 +98,7 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
       // per request it owed; this resume then delivers those (they follow
       // its cursor), and only a later one is refused `abandoned`.
       const protocolVersion = header(req, HttpHeader.protocolVersion) ?? result.session.meta[Meta.protocolVersion];
-      writer = await ensureWriter(ctx, result.session, result.stream, protocolVersion);
+      writer = await ensureWriter(ctx, result.session, result.stream, callerHeaders(caller, protocolVersion));
     }
   } catch (err) {
     // Closed while we classified or took over: still a verdict on the cursor, not a bare 404.
@@ -147,7 +151,7 @@ async function resume(ctx: GatewayContext, route: Route, req: IncomingMessage, r
     resumeAck: { cursor: lastEventId, stream: accepted.stream, nextSeq: accepted.cursor.seq + 1 },
     writer: {
       current: writer,
-      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, protocolVersion),
+      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, callerHeaders(caller, protocolVersion)),
     },
     conn: ctx.audit.open(sessionId, { kind: AuditKind.resume, stream: accepted.stream, cursor, verdict: accepted.verdict, status: 200 }),
   });
@@ -163,7 +167,7 @@ function auditCursor(cursor: EventId | undefined): { cursor?: { stream: string; 
  * its writer is gone: the listener for stream `0`, a nested resume for a
  * POST stream. Returns the writer it then has, for the reader's watch.
  */
-async function ensureWriter(ctx: GatewayContext, session: SessionRecord, stream: string, protocolVersion: string | undefined): Promise<string | undefined> {
-  if (stream === '0') return (await ensureListener(ctx, session, protocolVersion)).writer;
-  return (await takeOverIfOrphaned(ctx, session, stream, protocolVersion)).writer;
+async function ensureWriter(ctx: GatewayContext, session: SessionRecord, stream: string, upstreamHeaders: CallerHeaders): Promise<string | undefined> {
+  if (stream === '0') return (await ensureListener(ctx, session, upstreamHeaders)).writer;
+  return (await takeOverIfOrphaned(ctx, session, stream, upstreamHeaders)).writer;
 }

@@ -6,16 +6,17 @@ import { Meta, wantsPriming } from '../context.js';
 import type { GatewayContext } from '../context.js';
 import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../http/reply.js';
-import { BodyError, header, isInitialize, isRequest, parseMessages, principalOf, readBody } from '../http/request.js';
+import type { Caller } from '../auth/authenticator.js';
+import { BodyError, header, isInitialize, isRequest, parseMessages, readBody } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import { withMessageTrace } from '../http/tracing.js';
 import { closeUnusedStream, openPostStream, startPostStream } from '../streams/post-stream.js';
 import type { OpenedStream } from '../streams/post-stream.js';
-import { callUpstream, forwardHeaders, isEventStream, isIdentity, UpstreamError } from '../upstream.js';
+import { callerHeaders, callUpstream, forwardHeaders, isEventStream, isIdentity, UpstreamError } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
 import { serveFromLog } from './serve-stream.js';
 
-export async function handlePost(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+export async function handlePost(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
   let body: Buffer;
   try {
     body = await readBody(req, ctx.config.maxBodyBytes);
@@ -26,10 +27,10 @@ export async function handlePost(ctx: GatewayContext, route: Route, req: Incomin
   const sessionId = header(req, HttpHeader.sessionId);
   if (sessionId === undefined) {
     const parsed = parseMessages(body);
-    if (parsed.ok && parsed.messages.some(isInitialize)) return initialize(ctx, route, req, res, body, parsed.messages);
+    if (parsed.ok && parsed.messages.some(isInitialize)) return initialize(ctx, route, caller, req, res, body, parsed.messages);
     // No session and no initialize: the stateless era (2026-07-28) or a
     // client error. Either way the upstream decides; we pass it through.
-    return passThrough(ctx, route, req, res, body);
+    return passThrough(ctx, route, caller, req, res, body);
   }
   if (!isSessionId(sessionId)) {
     return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
@@ -38,7 +39,7 @@ export async function handlePost(ctx: GatewayContext, route: Route, req: Incomin
   if (!parsed.ok) return replyError(res, parsed.reply);
   let session: SessionRecord;
   try {
-    session = await ctx.log.authorize(sessionId, principalOf(req, ctx.config.identityHeader));
+    session = await ctx.log.authorize(sessionId, caller.principal);
   } catch (err) {
     return replyError(res, fromLogError(err));
   }
@@ -46,7 +47,7 @@ export async function handlePost(ctx: GatewayContext, route: Route, req: Incomin
   touchLater(ctx, session);
   // MCP may carry trace context in the message itself (params._meta.traceparent).
   const metaTraceparent = header(req, 'traceparent') === undefined ? messageTraceparent(parsed.messages) : undefined;
-  await withMessageTrace(ctx, metaTraceparent, 'mcp.message', () => forward(ctx, session, req, res, body, parsed.messages));
+  await withMessageTrace(ctx, metaTraceparent, 'mcp.message', () => forward(ctx, session, caller, req, res, body, parsed.messages));
 }
 
 function messageTraceparent(messages: JsonRpcMessage[]): string | undefined {
@@ -57,12 +58,12 @@ function messageTraceparent(messages: JsonRpcMessage[]): string | undefined {
   return undefined;
 }
 
-async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
+async function initialize(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
   const upstream = ctx.pickers.get(route.path)!.pick();
   const abort = new AbortController();
   let answer: UpstreamAnswer;
   try {
-    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, caller, undefined), body, signal: abort.signal, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
@@ -71,7 +72,7 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
   const requested = (init?.params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
   let session: SessionRecord;
   try {
-    session = await ctx.log.createSession(principalOf(req, ctx.config.identityHeader), {
+    session = await ctx.log.createSession(caller.principal, {
       [Meta.route]: route.path,
       [Meta.upstream]: upstream,
       [Meta.upstreamSessionId]: answer.header(HttpHeader.sessionId) ?? '',
@@ -85,23 +86,23 @@ async function initialize(ctx: GatewayContext, route: Route, req: IncomingMessag
     // The upstream made a session that no client will ever name: end it there too.
     const upstreamSessionId = answer.header(HttpHeader.sessionId);
     if (upstreamSessionId !== undefined) {
-      void callUpstream(upstream, { method: 'DELETE', headers: forwardHeaders(req, upstreamSessionId), errors: ctx.metrics.upstreamErrors })
+      void callUpstream(upstream, { method: 'DELETE', headers: forwardHeaders(req, caller, upstreamSessionId), errors: ctx.metrics.upstreamErrors })
         .then((r) => r.cancel())
         .catch(() => undefined);
     }
     return replyError(res, fromLogError(err));
   }
   ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');
-  await answerFromUpstream(ctx, session, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined, AuditKind.initialize);
+  await answerFromUpstream(ctx, session, caller, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined, AuditKind.initialize);
 }
 
-async function forward(ctx: GatewayContext, session: SessionRecord, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
+async function forward(ctx: GatewayContext, session: SessionRecord, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, messages: JsonRpcMessage[]): Promise<void> {
   const abort = new AbortController();
   const upstream = session.meta[Meta.upstream]!;
   const requestIds = messages.filter(isRequest).map((m) => JSON.stringify(m.id));
   const calling = callUpstream(upstream, {
     method: 'POST',
-    headers: forwardHeaders(req, session.meta[Meta.upstreamSessionId]),
+    headers: forwardHeaders(req, caller, session.meta[Meta.upstreamSessionId]),
     body,
     signal: abort.signal,
     errors: ctx.metrics.upstreamErrors,
@@ -130,7 +131,7 @@ async function forward(ctx: GatewayContext, session: SessionRecord, req: Incomin
     ctx.audit.record(session.sessionId, { kind: AuditKind.close, status: 404, reason: 'upstream_404' });
     return replyError(res, unknownSession());
   }
-  await answerFromUpstream(ctx, session, req, res, answer, requestIds, abort, upstream, opened, AuditKind.post);
+  await answerFromUpstream(ctx, session, caller, req, res, answer, requestIds, abort, upstream, opened, AuditKind.post);
 }
 
 /**
@@ -151,6 +152,7 @@ function noteAnswer(upstream: string, streamed: boolean): void {
 async function answerFromUpstream(
   ctx: GatewayContext,
   session: SessionRecord,
+  caller: Caller,
   req: IncomingMessage,
   res: ServerResponse,
   answer: UpstreamAnswer,
@@ -186,7 +188,7 @@ async function answerFromUpstream(
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
   let started: Awaited<ReturnType<typeof startPostStream>>;
   try {
-    started = await startPostStream(ctx, session, answer, requestIds, abort, protocolVersion, opened ?? openPostStream(ctx, session, requestIds));
+    started = await startPostStream(ctx, session, answer, requestIds, abort, callerHeaders(caller, protocolVersion), opened ?? openPostStream(ctx, session, requestIds));
   } catch (err) {
     abort.abort();
     return replyError(res, fromLogError(err));
@@ -216,11 +218,11 @@ async function relay(res: ServerResponse, answer: UpstreamAnswer, extra: Record<
 }
 
 /** The stateless era: forwarded and answered untouched (no session, no log). */
-async function passThrough(ctx: GatewayContext, route: Route, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+async function passThrough(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
   const upstream = ctx.pickers.get(route.path)!.pick();
   let answer: UpstreamAnswer;
   try {
-    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, undefined), body, errors: ctx.metrics.upstreamErrors });
+    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, caller, undefined), body, errors: ctx.metrics.upstreamErrors });
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }

@@ -14,6 +14,9 @@ export const GatewayErrorCode = {
   tooLarge: -32003,
   unavailable: -32004,
   tooManySessions: -32005,
+  /** 401 and 403 of `--auth jwt|introspect`: the body names the problem, `data.error` the RFC 6750 code. */
+  unauthorized: -32006,
+  forbidden: -32007,
   parse: -32700,
   invalidRequest: -32600,
 } as const;

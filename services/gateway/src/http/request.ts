@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import { principalDigest } from '@tether/session-log';
 import type { ErrorReply } from './reply.js';
 import { GatewayErrorCode } from './reply.js';
 
@@ -7,11 +6,6 @@ import { GatewayErrorCode } from './reply.js';
 export function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   return Array.isArray(value) ? value[0] : value;
-}
-
-/** The principal digest of a request: the configured identity header (default Authorization), or anonymous. */
-export function principalOf(req: IncomingMessage, identityHeader: string): string {
-  return principalDigest(header(req, identityHeader) ?? '');
 }
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);

@@ -1,0 +1,420 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import type { Provider } from 'oidc-provider';
+import { LOOPBACK } from './ports.js';
+
+/** Options of {@link startAuthorizationServer}. */
+export interface AuthorizationServerOptions {
+  /**
+   * Resource indicators (RFC 8707) tokens may be issued for, e.g. a gateway's
+   * canonical URI `http://127.0.0.1:PORT/mcp`. Their access tokens are JWTs
+   * (`typ: at+jwt`) with `aud` = the resource. The first one is the default
+   * when a token request names no `resource`.
+   */
+  readonly resources: readonly string[];
+  /** Resources whose access tokens are opaque (for RFC 7662 introspection). Default none. */
+  readonly opaqueResources?: readonly string[];
+  /** Access token lifetime in seconds, for every grant. Default 5. */
+  readonly accessTokenTtlSeconds?: number;
+  /** Scopes the server knows besides `openid` and `offline_access`. Default `['mcp:tools', 'mcp:admin']`. */
+  readonly scopes?: readonly string[];
+  /**
+   * Confidential clients: `client_secret_basic` or `client_secret_post`, grants
+   * client_credentials, authorization_code (PKCE S256, redirect URI
+   * {@link TEST_REDIRECT_URI}) and refresh_token. `scope` limits the scopes the
+   * client may ask for (default: all). Default: `client-a` and `client-b` with
+   * random secrets.
+   */
+  readonly clients?: readonly { readonly clientId: string; readonly clientSecret: string; readonly scope?: string }[];
+  /** JWS algorithm of JWT access tokens. Default `RS256`. */
+  readonly signingAlg?: 'RS256' | 'PS256' | 'ES256';
+  /** Port on 127.0.0.1. Default 0 (any free one). */
+  readonly port?: number;
+}
+
+/** A token endpoint's success response, as sent. */
+export interface TokenResponse {
+  readonly access_token: string;
+  readonly token_type: string;
+  readonly expires_in: number;
+  /** Absent when the token carries no scope. */
+  readonly scope?: string;
+  readonly refresh_token?: string;
+}
+
+/** How a client authenticates at the token endpoint. */
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post';
+
+/** A real OAuth 2 authorization server (oidc-provider) in this process, on 127.0.0.1. */
+export interface AuthorizationServer {
+  /** `http://127.0.0.1:PORT`: exactly the `iss` of its tokens. */
+  readonly issuer: string;
+  readonly port: number;
+  readonly jwksUri: string;
+  readonly tokenEndpoint: string;
+  readonly introspectionEndpoint: string;
+  /** `issuer + /.well-known/openid-configuration`; the same document is served at `/.well-known/oauth-authorization-server` (RFC 8414). */
+  readonly metadataUrl: string;
+  readonly clients: readonly { readonly clientId: string; readonly clientSecret: string }[];
+  /** client_credentials grant: the raw token response. Without `scope` the token carries none. */
+  clientCredentials(clientId: string, options: { resource: string; scope?: string; authMethod?: ClientAuthMethod }): Promise<TokenResponse>;
+  /**
+   * A user's authorization-code grant with PKCE, done without a browser: the
+   * login and consent interactions are finished for `accountId` (default
+   * `user-1`, the token's `sub`). Asks for `offline_access`, so a refresh token
+   * comes back.
+   */
+  authorizationCode(
+    clientId: string,
+    options: { resource: string; scope?: string; accountId?: string },
+  ): Promise<TokenResponse & { readonly refresh_token: string }>;
+  /** refresh_token grant: a new access token for the same subject. */
+  refresh(clientId: string, refreshToken: string, options: { resource: string }): Promise<TokenResponse>;
+  /** Allows one more resource indicator from now on (e.g. a gateway started after this server). */
+  addResource(resource: string, options?: { opaque?: boolean }): void;
+  /**
+   * New tokens are signed with a new key (new `kid`); the JWKS lists it first
+   * and keeps the old ones, so tokens already issued still verify. Issuer,
+   * port, clients, grants and refresh tokens stay.
+   */
+  rotateSigningKey(): Promise<void>;
+  /** The private signing JWKs, newest first (to forge tokens with the real key in negative tests). */
+  signingKeys(): readonly JWK[];
+  /** Stops listening and drops every connection: requests fail with connection refused. */
+  stop(): Promise<void>;
+  /** Listens again on the same port, with the same keys and state. */
+  start(): Promise<void>;
+  /** Stops for good. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** The redirect URI every client is registered with; nothing listens there. */
+export const TEST_REDIRECT_URI = 'http://127.0.0.1/cb';
+
+/** A token, introspection or authorization request the server refused. */
+export class OAuthRequestError extends Error {
+  readonly code = 'oauth_request_failed';
+  readonly endpoint: string;
+  readonly status: number;
+  /** The OAuth `error` code (`invalid_target`, `invalid_scope`, …) when the server sent one. */
+  readonly error: string | undefined;
+  readonly errorDescription: string | undefined;
+
+  constructor(endpoint: string, status: number, body: string) {
+    let parsed: { error?: unknown; error_description?: unknown } = {};
+    try {
+      parsed = JSON.parse(body) as typeof parsed;
+    } catch {
+      // Not JSON: the body is kept in the message.
+    }
+    const error = typeof parsed.error === 'string' ? parsed.error : undefined;
+    const description = typeof parsed.error_description === 'string' ? parsed.error_description : undefined;
+    super(`authorization server: ${endpoint} answered ${status}: ${error === undefined ? body.slice(0, 500) : `${error}${description === undefined ? '' : ` (${description})`}`}`);
+    this.name = 'OAuthRequestError';
+    this.endpoint = endpoint;
+    this.status = status;
+    this.error = error;
+    this.errorDescription = description;
+  }
+}
+
+const DEFAULT_SCOPES = ['mcp:tools', 'mcp:admin'] as const;
+const DEFAULT_ACCOUNT = 'user-1';
+const INTERACTION_PREFIX = '/interaction/';
+
+/**
+ * Starts a real oidc-provider in this process on 127.0.0.1 (`options.port`,
+ * default any free port). Everything stays in memory: grants and refresh
+ * tokens live in one memory adapter shared across key rotations.
+ */
+export async function startAuthorizationServer(options: AuthorizationServerOptions): Promise<AuthorizationServer> {
+  const ttl = options.accessTokenTtlSeconds ?? 5;
+  if (!Number.isInteger(ttl) || ttl < 1) throw new TypeError(`accessTokenTtlSeconds must be a positive integer, got ${ttl}`);
+  const jwtResources = new Set<string>();
+  const opaqueResources = new Set<string>();
+  const addResource = (resource: string, opaque = false): void => {
+    const url = URL.parse(resource);
+    if (url === null || url.hash !== '' || resource.includes('#')) throw new TypeError(`resource must be an absolute URI without a fragment, got ${JSON.stringify(resource)}`);
+    (opaque ? opaqueResources : jwtResources).add(resource);
+    (opaque ? jwtResources : opaqueResources).delete(resource);
+  };
+  for (const resource of options.resources) addResource(resource);
+  for (const resource of options.opaqueResources ?? []) addResource(resource, true);
+  const defaultResource = [...jwtResources, ...opaqueResources][0];
+  const scopes = [...(options.scopes ?? DEFAULT_SCOPES)];
+  const clients = (options.clients ?? [{ clientId: 'client-a' }, { clientId: 'client-b' }]).map((c) => ({
+    clientId: c.clientId,
+    clientSecret: 'clientSecret' in c ? c.clientSecret : randomBytes(24).toString('base64url'),
+    scope: ('scope' in c ? c.scope : undefined) ?? ['openid', 'offline_access', ...scopes].join(' '),
+  }));
+  if (new Set(clients.map((c) => c.clientId)).size !== clients.length) throw new TypeError('clients: duplicate clientId');
+  const signingAlg = options.signingAlg ?? 'RS256';
+
+  // Loaded here, not at the top: on Node 20, importing oidc-provider prints an
+  // "Unsupported runtime" warning, which only files that use it should see.
+  const [{ Provider: OidcProvider, errors }, { createMemoryAdapter }] = await Promise.all([
+    import('oidc-provider'),
+    import('oidc-provider/lib/adapters/memory_adapter.js'),
+  ]);
+  // Passing one adapter keeps state across `rotateSigningKey()`, which builds a
+  // new Provider: the default adapter makes fresh storage per Provider.
+  const adapter = createMemoryAdapter(0);
+  const cookieKeys = [randomBytes(32).toString('base64url')];
+  const keys: JWK[] = [await newSigningKey(signingAlg)];
+
+  const server = createServer((req, res) => route(req, res));
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  await listen(server, options.port ?? 0);
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('authorization server: no TCP address after listen');
+  const port = address.port;
+  const issuer = `http://${LOOPBACK}:${port}`;
+
+  const buildProvider = (): { provider: Provider; handle: (req: IncomingMessage, res: ServerResponse) => void } => {
+    const provider = new OidcProvider(issuer, {
+      adapter,
+      clients: clients.map((c) => ({
+        client_id: c.clientId,
+        client_secret: c.clientSecret,
+        scope: c.scope,
+        grant_types: ['client_credentials', 'authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        redirect_uris: [TEST_REDIRECT_URI],
+        token_endpoint_auth_method: 'client_secret_basic',
+        id_token_signed_response_alg: signingAlg,
+      })),
+      clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
+      responseTypes: ['code'],
+      // The default 15 s keeps expired opaque tokens active at introspection.
+      clockTolerance: 0,
+      clientDefaults: { id_token_signed_response_alg: signingAlg },
+      jwks: { keys: structuredClone(keys) },
+      cookies: { keys: cookieKeys },
+      scopes: ['openid', 'offline_access', ...scopes],
+      findAccount: (_ctx: unknown, sub: string) => ({ accountId: sub, claims: () => ({ sub }) }),
+      pkce: { required: () => true },
+      ttl: {
+        AccessToken: ttl,
+        ClientCredentials: ttl,
+        AuthorizationCode: 60,
+        IdToken: 3600,
+        RefreshToken: 24 * 3600,
+        Grant: 24 * 3600,
+        Session: 24 * 3600,
+        Interaction: 600,
+      },
+      clientBasedCORS: () => true,
+      renderError: (ctx: { type: string; body: unknown }, out: Record<string, string>) => {
+        ctx.type = 'json';
+        ctx.body = out;
+      },
+      features: {
+        devInteractions: { enabled: false },
+        clientCredentials: { enabled: true },
+        introspection: { enabled: true, allowedPolicy: () => true },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: (_ctx: unknown, _client: unknown, oneOf?: string[]) => oneOf ?? defaultResource,
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx: unknown, resource: string) => {
+            const format = jwtResources.has(resource) ? 'jwt' : opaqueResources.has(resource) ? 'opaque' : undefined;
+            if (format === undefined) throw new errors.InvalidTarget(`unknown resource ${resource}`);
+            return {
+              audience: resource,
+              scope: scopes.join(' '),
+              accessTokenTTL: ttl,
+              accessTokenFormat: format,
+              ...(format === 'jwt' ? { jwt: { sign: { alg: signingAlg } } } : {}),
+            };
+          },
+        },
+      },
+    });
+    // Errors the provider turns into 500s would otherwise leave no trace.
+    provider.on('server_error', (_ctx, err) => console.error('authorization server: server_error', err));
+    return { provider, handle: provider.callback() };
+  };
+  let current = buildProvider();
+
+  function route(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    if (url.startsWith(INTERACTION_PREFIX)) {
+      finishInteraction(current.provider, req, res).catch((err: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end(`interaction failed: ${err instanceof Error ? err.message : String(err)}`);
+      });
+      return;
+    }
+    // RFC 8414's location of the same metadata; oidc-provider serves only the OIDC one.
+    if (url === '/.well-known/oauth-authorization-server') req.url = '/.well-known/openid-configuration';
+    current.handle(req, res);
+  }
+
+  const clientOf = (clientId: string) => {
+    const client = clients.find((c) => c.clientId === clientId);
+    if (client === undefined) throw new TypeError(`unknown client ${JSON.stringify(clientId)}; known: ${clients.map((c) => c.clientId).join(', ')}`);
+    return client;
+  };
+  const tokenEndpoint = `${issuer}/token`;
+  const tokenRequest = async (clientId: string, params: Record<string, string>, authMethod: ClientAuthMethod = 'client_secret_basic') => {
+    const client = clientOf(clientId);
+    const body = new URLSearchParams(params);
+    const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded' };
+    if (authMethod === 'client_secret_post') {
+      body.set('client_id', client.clientId);
+      body.set('client_secret', client.clientSecret);
+    } else {
+      headers.authorization = basicAuth(client.clientId, client.clientSecret);
+    }
+    const res = await fetch(tokenEndpoint, { method: 'POST', headers, body });
+    const text = await res.text();
+    if (!res.ok) throw new OAuthRequestError('token', res.status, text);
+    return JSON.parse(text) as TokenResponse;
+  };
+
+  let closed = false;
+  return {
+    issuer,
+    port,
+    jwksUri: `${issuer}/jwks`,
+    tokenEndpoint,
+    introspectionEndpoint: `${issuer}/token/introspection`,
+    metadataUrl: `${issuer}/.well-known/openid-configuration`,
+    clients: clients.map(({ clientId, clientSecret }) => ({ clientId, clientSecret })),
+    clientCredentials: (clientId, { resource, scope, authMethod }) =>
+      tokenRequest(clientId, { grant_type: 'client_credentials', resource, ...(scope === undefined ? {} : { scope }) }, authMethod),
+    async authorizationCode(clientId, { resource, scope, accountId = DEFAULT_ACCOUNT }) {
+      clientOf(clientId);
+      const verifier = randomBytes(32).toString('base64url');
+      const state = randomBytes(12).toString('base64url');
+      const authorize = new URL(`${issuer}/auth`);
+      for (const [name, value] of Object.entries({
+        client_id: clientId,
+        response_type: 'code',
+        redirect_uri: TEST_REDIRECT_URI,
+        // offline_access is only honoured with prompt=consent.
+        scope: scope === undefined ? 'offline_access' : `${scope} offline_access`,
+        prompt: 'consent',
+        resource,
+        login_hint: accountId,
+        code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+        code_challenge_method: 'S256',
+        state,
+      }))
+        authorize.searchParams.set(name, value);
+      const callback = await followToCallback(authorize.href);
+      const error = callback.searchParams.get('error');
+      if (error !== null) throw new OAuthRequestError('authorization', 302, JSON.stringify({ error, error_description: callback.searchParams.get('error_description') ?? undefined }));
+      if (callback.searchParams.get('state') !== state) throw new Error('authorization server: state mismatch on the callback');
+      const code = callback.searchParams.get('code');
+      if (code === null) throw new Error(`authorization server: no code on the callback ${callback.href}`);
+      const tokens = await tokenRequest(clientId, { grant_type: 'authorization_code', code, redirect_uri: TEST_REDIRECT_URI, code_verifier: verifier, resource });
+      const refreshToken = tokens.refresh_token;
+      if (refreshToken === undefined) throw new Error('authorization server: the code grant returned no refresh_token');
+      return { ...tokens, refresh_token: refreshToken };
+    },
+    refresh: (clientId, refreshToken, { resource }) => tokenRequest(clientId, { grant_type: 'refresh_token', refresh_token: refreshToken, resource }),
+    addResource: (resource, { opaque = false } = {}) => addResource(resource, opaque),
+    async rotateSigningKey() {
+      keys.unshift(await newSigningKey(signingAlg));
+      // oidc-provider fixes its keystore at construction, so the next Provider
+      // takes over; the adapter, clients and cookie keys carry over. Requests
+      // already inside the old one finish there.
+      current = buildProvider();
+    },
+    signingKeys: () => structuredClone(keys),
+    stop: () => stopListening(server, sockets),
+    async start() {
+      if (closed) throw new Error('authorization server: start() after close()');
+      if (!server.listening) await listen(server, port);
+    },
+    async close() {
+      closed = true;
+      await stopListening(server, sockets);
+    },
+  };
+}
+
+/** Follows redirects by hand, with a cookie jar, until one points at {@link TEST_REDIRECT_URI}. */
+async function followToCallback(start: string): Promise<URL> {
+  const jar = new Map<string, string>();
+  let url = start;
+  for (let hop = 0; hop < 10; hop += 1) {
+    const cookie = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
+    const res = await fetch(url, { redirect: 'manual', headers: cookie === '' ? {} : { cookie } });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair = ''] = line.split(';');
+      const eq = pair.indexOf('=');
+      if (eq > 0) jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+    }
+    const location = res.headers.get('location');
+    if (res.status < 300 || res.status >= 400 || location === null) {
+      throw new OAuthRequestError('authorization', res.status, await res.text());
+    }
+    await res.body?.cancel();
+    const next = new URL(location, url);
+    if (`${next.origin}${next.pathname}` === TEST_REDIRECT_URI) return next;
+    url = next.href;
+  }
+  throw new Error('authorization server: more than 10 redirects in the authorization flow');
+}
+
+/** Finishes whichever interaction (login, then consent) the provider asks for, as the `login_hint` account. */
+async function finishInteraction(provider: Provider, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const details = await provider.interactionDetails(req, res);
+  const { name, details: missing } = details.prompt;
+  let result: Record<string, unknown>;
+  if (name === 'login') {
+    const hint = details.params.login_hint;
+    result = { login: { accountId: typeof hint === 'string' && hint !== '' ? hint : DEFAULT_ACCOUNT } };
+  } else if (name === 'consent') {
+    const accountId = details.session?.accountId;
+    const clientId = details.params.client_id;
+    if (accountId === undefined || typeof clientId !== 'string') throw new Error('consent without a session or client_id');
+    const grant = new provider.Grant({ accountId, clientId });
+    if (missing.missingOIDCScope !== undefined) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {})) grant.addResourceScope(resource, scopes.join(' '));
+    result = { consent: { grantId: await grant.save() } };
+  } else {
+    throw new Error(`unexpected prompt ${name}`);
+  }
+  await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: true });
+}
+
+async function newSigningKey(alg: 'RS256' | 'PS256' | 'ES256'): Promise<JWK> {
+  const { privateKey } = await generateKeyPair(alg, { extractable: true });
+  const jwk = await exportJWK(privateKey);
+  return { ...jwk, kid: await calculateJwkThumbprint(jwk), use: 'sig', alg };
+}
+
+function basicAuth(clientId: string, clientSecret: string): string {
+  // RFC 6749 §2.3.1: each part form-urlencoded before base64.
+  const encode = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
+  return `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret)}`).toString('base64')}`;
+}
+
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen({ host: LOOPBACK, port }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+function stopListening(server: Server, sockets: Set<Socket>): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    server.close((err) => (err === undefined ? resolve() : reject(err)));
+    server.closeAllConnections();
+    for (const socket of sockets) socket.destroy();
+  });
+}

@@ -1,0 +1,60 @@
+// Just the parts of oidc-provider 9.x that `authorization-server.ts` uses:
+// the package ships no types, and `@types/oidc-provider` lags the 9.x line.
+// Nothing here is exported from `@tether/testing`, so the package's emitted
+// declarations never mention these names.
+
+declare module 'oidc-provider' {
+  import type { IncomingMessage, ServerResponse } from 'node:http';
+
+  /** The memory adapter's factory: one storage for every model. */
+  export type AdapterFactory = (model: string) => unknown;
+
+  export interface Grant {
+    addOIDCScope(scope: string): void;
+    addResourceScope(resource: string, scope: string): void;
+    save(): Promise<string>;
+  }
+
+  export interface Interaction {
+    readonly uid: string;
+    readonly params: Readonly<Record<string, unknown>>;
+    readonly prompt: {
+      readonly name: string;
+      readonly details: {
+        readonly missingOIDCScope?: readonly string[];
+        readonly missingResourceScopes?: Readonly<Record<string, readonly string[]>>;
+      };
+    };
+    readonly session?: { readonly accountId: string };
+  }
+
+  /** Loosely typed: the configuration is checked by the provider at construction. */
+  export type Configuration = Record<string, unknown>;
+
+  export class Provider {
+    constructor(issuer: string, configuration: Configuration);
+    readonly issuer: string;
+    readonly Grant: new (init: { accountId: string; clientId: string }) => Grant;
+    callback(): (req: IncomingMessage, res: ServerResponse) => void;
+    interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<Interaction>;
+    interactionFinished(
+      req: IncomingMessage,
+      res: ServerResponse,
+      result: Record<string, unknown>,
+      options?: { mergeWithLastSubmission?: boolean },
+    ): Promise<void>;
+    on(event: 'server_error', listener: (ctx: unknown, err: Error) => void): this;
+  }
+
+  export const errors: {
+    readonly InvalidTarget: new (description?: string) => Error;
+  };
+
+  export default Provider;
+}
+
+declare module 'oidc-provider/lib/adapters/memory_adapter.js' {
+  import type { AdapterFactory } from 'oidc-provider';
+  /** A fresh LRU storage (1000 entries, two generations) shared by every model of the adapter. */
+  export function createMemoryAdapter(clockTolerance?: number): AdapterFactory;
+}

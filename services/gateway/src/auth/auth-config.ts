@@ -1,0 +1,154 @@
+import { ConfigError, duration, list, matching } from '@tether/config';
+
+/**
+ * How the gateway learns who a caller is (docs/design.md, "Identity").
+ * - `none`: the digest of a header's raw value (default `Authorization`);
+ *   the header is trusted as is.
+ * - `jwt`: a Bearer JWT access token verified against the issuer's keys.
+ * - `introspect`: an opaque Bearer token asked of the issuer (RFC 7662).
+ */
+export type AuthConfig = NoAuth | JwtAuth | IntrospectionAuth;
+
+export const AuthMode = { none: 'none', jwt: 'jwt', introspect: 'introspect' } as const;
+export type AuthMode = (typeof AuthMode)[keyof typeof AuthMode];
+
+/** What the upstream gets: the caller's `Authorization` unchanged, or none and the verified principal in `Tether-Principal`. */
+export const UpstreamAuth = { forward: 'forward', strip: 'strip' } as const;
+export type UpstreamAuth = (typeof UpstreamAuth)[keyof typeof UpstreamAuth];
+
+export interface NoAuth {
+  readonly mode: 'none';
+  /** Header whose raw value is the credential (lower case). */
+  readonly identityHeader: string;
+}
+
+/** What both token modes share. */
+interface TokenAuthBase {
+  /** The token's `iss` must equal this exactly (introspection: when the answer names one). */
+  readonly issuer: string;
+  /** The gateway's canonical resource URIs (RFC 8707): a token must name one of them in `aud`. The first is the default resource. */
+  readonly audiences: readonly string[];
+  /** Scopes every request's token must carry. */
+  readonly scopes: readonly string[];
+  /** The claim that names the subject, digested with the issuer into the principal. Default `sub`. */
+  readonly principalClaim: string;
+  readonly clockSkewMs: number;
+  /** Listed in the protected resource metadata (RFC 9728). Default: the issuer. */
+  readonly authorizationServers: readonly string[];
+  readonly upstreamAuth: UpstreamAuth;
+}
+
+export interface JwtAuth extends TokenAuthBase {
+  readonly mode: 'jwt';
+  readonly jwksUrl: string;
+  readonly algorithms: readonly string[];
+}
+
+export interface IntrospectionAuth extends TokenAuthBase {
+  readonly mode: 'introspect';
+  readonly introspectionUrl: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+  /** Longest an introspection answer is reused (never past the token's `exp`). */
+  readonly cacheMs: number;
+}
+
+/** Asymmetric signatures only: `none` and HMAC (whose key would be the issuer's public key) are never accepted. */
+export const ALLOWED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
+export const DEFAULT_ALGORITHMS = 'RS256,ES256,EdDSA';
+
+/** The auth flags of FLAGS (config.ts), in help order. */
+export const AUTH_FLAGS = [
+  { flag: 'auth', env: 'TETHER_AUTH', help: 'how callers are identified: none (the --identity-header value, trusted as is), jwt (verify Bearer JWT access tokens), introspect (RFC 7662, opaque tokens)', fallback: 'none' },
+  { flag: 'identity-header', env: 'TETHER_IDENTITY_HEADER', help: 'with --auth none: the request header whose value identifies the principal; the gateway TRUSTS it, so set it only behind a proxy that authenticates callers and sets it', fallback: 'authorization' },
+  { flag: 'auth-issuer', env: 'TETHER_AUTH_ISSUER', help: 'jwt/introspect: the authorization server\'s issuer; a token\'s iss must equal it exactly', fallback: '' },
+  { flag: 'auth-audience', env: 'TETHER_AUTH_AUDIENCE', help: 'jwt/introspect: this gateway\'s canonical resource URI(s) (RFC 8707), e.g. https://mcp.example.com/mcp; a token must name one in aud', fallback: '' },
+  { flag: 'auth-jwks-url', env: 'TETHER_AUTH_JWKS_URL', help: 'jwt: the issuer\'s JWKS URL (keys cached 10 min; an unknown kid refetches them, at most every 2 s)', fallback: '' },
+  { flag: 'auth-algorithms', env: 'TETHER_AUTH_ALGORITHMS', help: `jwt: signature algorithms accepted (asymmetric only: ${ALLOWED_ALGORITHMS.join(', ')})`, fallback: DEFAULT_ALGORITHMS },
+  { flag: 'auth-clock-skew', env: 'TETHER_AUTH_CLOCK_SKEW', help: 'jwt/introspect: clock difference tolerated on exp and nbf (ms, or 30s)', fallback: '30s' },
+  { flag: 'auth-scopes', env: 'TETHER_AUTH_SCOPES', help: 'jwt/introspect: scopes required on every request, comma separated (also listed as scopes_supported)', fallback: '' },
+  { flag: 'auth-principal-claim', env: 'TETHER_AUTH_PRINCIPAL_CLAIM', help: 'jwt/introspect: the claim that identifies the principal with the issuer (sub; client_id for machine clients)', fallback: 'sub' },
+  { flag: 'auth-authorization-server', env: 'TETHER_AUTH_AUTHORIZATION_SERVER', help: 'jwt/introspect: authorization server URL(s) in the protected resource metadata (default: --auth-issuer)', fallback: '' },
+  { flag: 'auth-introspection-url', env: 'TETHER_AUTH_INTROSPECTION_URL', help: 'introspect: the RFC 7662 introspection endpoint', fallback: '' },
+  { flag: 'auth-introspection-client-id', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_ID', help: 'introspect: the gateway\'s client id at the introspection endpoint (HTTP Basic)', fallback: '' },
+  { flag: 'auth-introspection-client-secret', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_SECRET', help: 'introspect: the gateway\'s client secret (never printed)', fallback: '' },
+  { flag: 'auth-introspection-cache', env: 'TETHER_AUTH_INTROSPECTION_CACHE', help: 'introspect: longest an answer is reused, never past the token\'s exp (ms, or 60s; 0 = ask every time)', fallback: '60s' },
+  { flag: 'upstream-auth', env: 'TETHER_UPSTREAM_AUTH', help: 'jwt/introspect: forward (the caller\'s Authorization, unchanged) or strip (no Authorization; the verified principal in Tether-Principal, for an upstream on a private network that trusts the gateway)', fallback: 'forward' },
+] as const;
+
+export const AUTH_SECRET_FLAGS = ['auth-introspection-client-secret'] as const;
+
+type AuthFlag = (typeof AUTH_FLAGS)[number]['flag'];
+
+/** Validates the auth flags together: every missing or conflicting one is named with what to give. */
+export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
+  const mode = raw('auth');
+  const identityHeader = raw('identity-header').toLowerCase();
+  if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(identityHeader)) throw new ConfigError(`invalid --identity-header ${JSON.stringify(raw('identity-header'))}; allowed: an HTTP header name`);
+  const tokenFlags = AUTH_FLAGS.map((f) => f.flag).filter((f) => f.startsWith('auth-') || f === 'upstream-auth');
+  if (mode === AuthMode.none) {
+    const stray = tokenFlags.filter((f) => raw(f) !== AUTH_FLAGS.find((s) => s.flag === f)!.fallback);
+    if (stray.length > 0) throw new ConfigError(`--${stray[0]} needs --auth jwt or --auth introspect (--auth is none)`);
+    return { mode, identityHeader };
+  }
+  if (mode !== AuthMode.jwt && mode !== AuthMode.introspect) throw new ConfigError(`invalid --auth ${JSON.stringify(mode)}; allowed: none, jwt or introspect`);
+  if (identityHeader !== 'authorization') throw new ConfigError(`--identity-header applies only with --auth none: with --auth ${mode} the principal comes from the verified token`);
+  const need = (flag: AuthFlag): string => {
+    const value = raw(flag);
+    if (value === '') throw new ConfigError(`--auth ${mode} needs --${flag}`);
+    return value;
+  };
+  const issuer = need('auth-issuer');
+  const audiences = list(need('auth-audience'), ',').map((a) => absoluteUrl('auth-audience', a));
+  const base: Omit<TokenAuthBase, 'upstreamAuth'> & { upstreamAuth: UpstreamAuth } = {
+    issuer,
+    audiences,
+    scopes: list(raw('auth-scopes'), ',').map((s) => matching('auth-scopes', s, /^[\x21\x23-\x5b\x5d-\x7e]+$/, 'scope tokens (RFC 6749: printable ASCII without spaces, quotes or backslashes)')),
+    principalClaim: matching('auth-principal-claim', raw('auth-principal-claim'), /^[A-Za-z0-9_.:-]{1,64}$/, 'a claim name (letters, digits, _ . : -)'),
+    clockSkewMs: duration('auth-clock-skew', raw('auth-clock-skew'), 0),
+    authorizationServers: raw('auth-authorization-server') === '' ? [issuer] : list(raw('auth-authorization-server'), ',').map((a) => absoluteUrl('auth-authorization-server', a)),
+    upstreamAuth: upstreamAuth(raw('upstream-auth')),
+  };
+  if (mode === AuthMode.jwt) {
+    for (const flag of ['auth-introspection-url', 'auth-introspection-client-id', 'auth-introspection-client-secret'] as const) {
+      if (raw(flag) !== '') throw new ConfigError(`--${flag} needs --auth introspect (--auth is jwt)`);
+    }
+    return { mode, ...base, jwksUrl: absoluteUrl('auth-jwks-url', need('auth-jwks-url')), algorithms: algorithms(raw('auth-algorithms')) };
+  }
+  if (raw('auth-jwks-url') !== '') throw new ConfigError('--auth-jwks-url needs --auth jwt (--auth is introspect)');
+  return {
+    mode,
+    ...base,
+    introspectionUrl: absoluteUrl('auth-introspection-url', need('auth-introspection-url')),
+    clientId: need('auth-introspection-client-id'),
+    clientSecret: need('auth-introspection-client-secret'),
+    cacheMs: duration('auth-introspection-cache', raw('auth-introspection-cache'), 0),
+  };
+}
+
+function algorithms(text: string): string[] {
+  const names = list(text, ',');
+  if (names.length === 0) throw new ConfigError(`invalid --auth-algorithms ""; allowed: ${ALLOWED_ALGORITHMS.join(', ')}`);
+  for (const name of names) {
+    if (!(ALLOWED_ALGORITHMS as readonly string[]).includes(name)) {
+      const why = name.toLowerCase() === 'none' ? ' (unsigned tokens are never accepted)' : name.startsWith('HS') ? ' (HMAC would make the public key a shared secret)' : '';
+      throw new ConfigError(`invalid --auth-algorithms ${JSON.stringify(name)}${why}; allowed: ${ALLOWED_ALGORITHMS.join(', ')}`);
+    }
+  }
+  return names;
+}
+
+function upstreamAuth(value: string): UpstreamAuth {
+  if (value === UpstreamAuth.forward || value === UpstreamAuth.strip) return value;
+  throw new ConfigError(`invalid --upstream-auth ${JSON.stringify(value)}; allowed: forward or strip`);
+}
+
+function absoluteUrl(flag: string, value: string): string {
+  try {
+    const parsed = new URL(value);
+    if ((parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.hash === '') return value;
+  } catch {
+    // fall through to the error naming the value
+  }
+  throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: an absolute http(s) URL without a fragment`);
+}

@@ -1,0 +1,40 @@
+/**
+ * Why a request's credentials were refused, in the terms of RFC 6750 and
+ * the MCP authorization spec. `issuer_unavailable` is ours: the issuer's
+ * keys or introspection endpoint could not be reached, which is answered
+ * 503 (retry), never 401 (which would send the client to re-authenticate
+ * for no fault of its own).
+ */
+export const AuthErrorCode = {
+  invalidToken: 'invalid_token',
+  insufficientScope: 'insufficient_scope',
+  issuerUnavailable: 'issuer_unavailable',
+} as const;
+export type AuthErrorCode = (typeof AuthErrorCode)[keyof typeof AuthErrorCode];
+
+/**
+ * A refusal. `description` names the problem for the client (never the
+ * token or its claims' values); `reason` is a short stable word for logs
+ * and metrics (`expired`, `audience`, `signature`, …).
+ */
+export class AuthError extends Error {
+  override readonly name = 'AuthError';
+  constructor(
+    readonly code: AuthErrorCode,
+    readonly reason: string,
+    readonly description: string,
+    /** insufficient_scope: the scopes the request needs. */
+    readonly scopes: readonly string[] = [],
+    options?: { cause?: unknown },
+  ) {
+    super(description, options);
+  }
+}
+
+export const isAuthError = (err: unknown): err is AuthError => err instanceof AuthError;
+
+export const invalidToken = (reason: string, description: string, cause?: unknown): AuthError =>
+  new AuthError(AuthErrorCode.invalidToken, reason, description, [], cause === undefined ? undefined : { cause });
+
+export const issuerUnavailable = (description: string, cause?: unknown): AuthError =>
+  new AuthError(AuthErrorCode.issuerUnavailable, 'issuer_unavailable', description, [], cause === undefined ? undefined : { cause });

@@ -1,0 +1,63 @@
+import type { IncomingMessage } from 'node:http';
+import { principalDigest } from '@tether/session-log';
+import type { AuthConfig } from './auth-config.js';
+import { invalidToken } from './auth-error.js';
+import type { Identity } from './identity.js';
+import { requireScopes } from './identity.js';
+import { createIntrospectionVerifier } from './introspection.js';
+import { createJwtVerifier } from './jwt.js';
+import type { TokenVerifier } from './jwt.js';
+import { TETHER_IDENTITY, TETHER_PRINCIPAL, upstreamIdentity } from './upstream-identity.js';
+
+/**
+ * Who sent a request, as every handler needs it: the principal its
+ * sessions are bound to, and what the upstream is told of it.
+ */
+export interface Caller {
+  /** The digest sessions are bound to (`principalDigest`, or `identityPrincipal` of a verified token). */
+  readonly principal: string;
+  /**
+   * Headers every upstream request made for this caller carries: its
+   * `Authorization` unchanged (default), or with `--upstream-auth strip`
+   * none of it and the verified principal instead.
+   */
+  readonly upstreamHeaders: Readonly<Record<string, string>>;
+}
+
+export interface Authenticator {
+  /** The caller, or throws an `AuthError` (401, 403 or 503 at the edge). */
+  authenticate(req: IncomingMessage): Promise<Caller>;
+}
+
+/** `Bearer <token68>` (RFC 6750 section 2.1); the scheme is case-insensitive. */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+export function createAuthenticator(config: AuthConfig): Authenticator {
+  if (config.mode === 'none') {
+    const name = config.identityHeader;
+    return {
+      authenticate(req) {
+        const value = req.headers[name];
+        const credential = Array.isArray(value) ? value[0] : value;
+        const authorization = req.headers.authorization;
+        return Promise.resolve({ principal: principalDigest(credential ?? ''), upstreamHeaders: authorization === undefined ? {} : { authorization } });
+      },
+    };
+  }
+  const verifier: TokenVerifier = config.mode === 'jwt' ? createJwtVerifier(config) : createIntrospectionVerifier(config);
+  const strip = config.upstreamAuth === 'strip';
+  return {
+    async authenticate(req) {
+      const authorization = req.headers.authorization;
+      if (authorization === undefined || authorization === '') throw invalidToken('missing', 'the request has no access token (Authorization: Bearer <token>)');
+      const token = BEARER.exec(authorization)?.[1];
+      if (token === undefined) throw invalidToken('malformed', 'the Authorization header is not of the form Bearer <token>');
+      const identity: Identity = await verifier.verify(token);
+      requireScopes(identity, config.scopes);
+      return {
+        principal: identity.principal,
+        upstreamHeaders: strip ? { [TETHER_PRINCIPAL]: identity.principal, [TETHER_IDENTITY]: upstreamIdentity(identity) } : { authorization },
+      };
+    },
+  };
+}

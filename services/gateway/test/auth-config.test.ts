@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, helpText, parseConfig, printableConfig } from '@tether/gateway';
+
+const UP = ['--upstream', 'http://a/mcp'];
+const JWT = ['--auth', 'jwt', '--auth-issuer', 'https://idp.example', '--auth-audience', 'https://gw.example/mcp', '--auth-jwks-url', 'https://idp.example/jwks'];
+const INTROSPECT = [
+  '--auth', 'introspect', '--auth-issuer', 'https://idp.example', '--auth-audience', 'https://gw.example/mcp',
+  '--auth-introspection-url', 'https://idp.example/introspect', '--auth-introspection-client-id', 'gw', '--auth-introspection-client-secret', 's3cret-value',
+];
+
+describe('gateway auth config', () => {
+  it('defaults to none: the Authorization header, trusted as is', () => {
+    expect(parseConfig(UP, {}).auth).toEqual({ mode: 'none', identityHeader: 'authorization' });
+    expect(parseConfig([...UP, '--identity-header', 'X-User'], {}).auth).toEqual({ mode: 'none', identityHeader: 'x-user' });
+  });
+
+  it('parses jwt with its defaults', () => {
+    expect(parseConfig([...UP, ...JWT], {}).auth).toEqual({
+      mode: 'jwt',
+      issuer: 'https://idp.example',
+      audiences: ['https://gw.example/mcp'],
+      scopes: [],
+      principalClaim: 'sub',
+      clockSkewMs: 30_000,
+      authorizationServers: ['https://idp.example'],
+      upstreamAuth: 'forward',
+      jwksUrl: 'https://idp.example/jwks',
+      algorithms: ['RS256', 'ES256', 'EdDSA'],
+    });
+  });
+
+  it('parses introspect from the environment, and --print-config masks its secret', () => {
+    const config = parseConfig(UP, {
+      TETHER_AUTH: 'introspect',
+      TETHER_AUTH_ISSUER: 'https://idp.example',
+      TETHER_AUTH_AUDIENCE: 'https://gw.example/mcp,https://gw2.example/mcp',
+      TETHER_AUTH_INTROSPECTION_URL: 'https://idp.example/introspect',
+      TETHER_AUTH_INTROSPECTION_CLIENT_ID: 'gw',
+      TETHER_AUTH_INTROSPECTION_CLIENT_SECRET: 's3cret-value',
+      TETHER_AUTH_INTROSPECTION_CACHE: '10s',
+      TETHER_AUTH_SCOPES: 'mcp:tools,mcp:read',
+      TETHER_UPSTREAM_AUTH: 'strip',
+    });
+    expect(config.auth).toMatchObject({ mode: 'introspect', audiences: ['https://gw.example/mcp', 'https://gw2.example/mcp'], cacheMs: 10_000, scopes: ['mcp:tools', 'mcp:read'], upstreamAuth: 'strip' });
+    const printed = printableConfig(config);
+    expect(printed).not.toContain('s3cret-value');
+    expect(printed).toContain('"clientSecret": "***"');
+  });
+
+  it.each([
+    [['--auth', 'oauth'], /invalid --auth "oauth"; allowed: none, jwt or introspect/],
+    [['--auth', 'jwt'], /--auth jwt needs --auth-issuer/],
+    [['--auth', 'jwt', '--auth-issuer', 'https://i'], /--auth jwt needs --auth-audience/],
+    [['--auth', 'jwt', '--auth-issuer', 'https://i', '--auth-audience', 'https://gw/mcp'], /--auth jwt needs --auth-jwks-url/],
+    [[...JWT, '--auth-audience', 'gw.example'], /invalid --auth-audience "gw.example"; allowed: an absolute http\(s\) URL/],
+    [[...JWT, '--auth-algorithms', 'RS256,none'], /invalid --auth-algorithms "none" \(unsigned tokens are never accepted\)/],
+    [[...JWT, '--auth-algorithms', 'HS256'], /invalid --auth-algorithms "HS256" \(HMAC would make the public key a shared secret\)/],
+    [[...JWT, '--auth-clock-skew', 'a while'], /invalid --auth-clock-skew "a while"/],
+    [[...JWT, '--auth-scopes', 'a"b'], /invalid --auth-scopes "a\\"b"/],
+    [[...JWT, '--auth-principal-claim', 'a b'], /invalid --auth-principal-claim "a b"/],
+    [[...JWT, '--upstream-auth', 'drop'], /invalid --upstream-auth "drop"; allowed: forward or strip/],
+    [[...JWT, '--identity-header', 'x-user'], /--identity-header applies only with --auth none/],
+    [[...JWT, '--auth-introspection-url', 'https://i/x'], /--auth-introspection-url needs --auth introspect \(--auth is jwt\)/],
+    [[...INTROSPECT, '--auth-jwks-url', 'https://i/jwks'], /--auth-jwks-url needs --auth jwt \(--auth is introspect\)/],
+    [[...INTROSPECT.slice(0, -2)], /--auth introspect needs --auth-introspection-client-secret/],
+    [['--auth-jwks-url', 'https://i/jwks'], /--auth-jwks-url needs --auth jwt or --auth introspect \(--auth is none\)/],
+    [['--upstream-auth', 'strip'], /--upstream-auth needs --auth jwt or --auth introspect/],
+  ])('refuses %j naming the flag and what is allowed', (argv, message) => {
+    expect(() => parseConfig([...UP, ...argv], {})).toThrow(ConfigError);
+    expect(() => parseConfig([...UP, ...argv], {})).toThrow(message);
+  });
+
+  it('a refused secret is never echoed', () => {
+    let message = '';
+    try {
+      parseConfig([...UP, ...INTROSPECT, '--auth-introspection-cache', 'x'], {});
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/invalid --auth-introspection-cache "x"/);
+    expect(message).not.toContain('s3cret-value');
+  });
+
+  it('--help says the identity header is trusted', () => {
+    expect(helpText()).toMatch(/--identity-header[^\n]*TRUSTS it/);
+    expect(helpText()).toContain('--auth-jwks-url');
+    expect(helpText()).toContain('TETHER_UPSTREAM_AUTH');
+  });
+});
