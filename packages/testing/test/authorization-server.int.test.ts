@@ -181,7 +181,8 @@ describe('authorization server', () => {
     as.addResource(rsResource);
 
     const client = as.clients[0]!;
-    const provider = new ClientCredentialsProvider({ clientId: client.clientId, clientSecret: client.clientSecret, expectedIssuer: as.issuer });
+    // The SDK sends `scope` only from its own option (it ignores the PRM's scopes_supported for this grant).
+    const provider = new ClientCredentialsProvider({ clientId: client.clientId, clientSecret: client.clientSecret, expectedIssuer: as.issuer, scope: 'mcp:tools' });
     expect(await auth(provider, { serverUrl: rsResource })).toBe('AUTHORIZED');
     const tokens = provider.tokens();
     expect(tokens).toMatchObject({ token_type: 'Bearer', scope: 'mcp:tools' });
