@@ -55,6 +55,8 @@ export interface ResumeGuard {
 }
 
 const MAX_KEPT_VIOLATIONS = 100;
+/** How long a resume refused 401 waits for the client's re-authenticated retry. */
+const AUTH_RETRY_WINDOW_MS = 60_000;
 
 /**
  * Creates a resume guard: a fetch wrapper that tracks, per session and
@@ -189,7 +191,11 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     const sent = req.headers.get(HttpHeader.sessionId) ?? undefined;
     const sid = sent === undefined ? undefined : table.resolve(sent);
     if (sid !== undefined && sid !== sent) req.headers.set(HttpHeader.sessionId, sid);
-    const cursor = req.method === 'GET' ? (req.headers.get(HttpHeader.lastEventId) ?? undefined) : undefined;
+    let cursor = req.method === 'GET' ? (req.headers.get(HttpHeader.lastEventId) ?? undefined) : undefined;
+    if (cursor === undefined && req.method === 'GET' && sid !== undefined) {
+      cursor = resumeAfterAuth(table.get(sid));
+      if (cursor !== undefined) req.headers.set(HttpHeader.lastEventId, cursor);
+    }
     if (cursor !== undefined && sid !== undefined && sent !== undefined) {
       const refusal = localRefusal(sent, sid, cursor);
       if (refusal !== undefined) return refuseLocally(cursor, sid, refusal);
@@ -206,6 +212,7 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     const key = sid ?? answered;
     if (key === undefined) return res; // sessionless (stateless era): nothing to resume
     const session = table.get(key);
+    if (cursor !== undefined && res.status === 401) session.resumesAwaitingAuth.push({ cursor, atMs: Date.now() });
     if (cursor !== undefined) return withSessionHeader(await onResume(res, session, cursor, req.url), sid, sent);
     if (res.status === 404 && sid !== undefined && req.method !== 'DELETE' && !retried && auto && session.init !== undefined) {
       // The spec's "start a new session", which the SDK transport does not do by itself.
@@ -229,6 +236,21 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     violations: () => seen.slice(),
     currentSessionId: (id) => table.resolve(id),
   };
+}
+
+/**
+ * The cursor of a resume the server refused 401, for the client's next GET
+ * on the session that has none: after re-authenticating, the SDK v1 client
+ * reopens a resumed stream as if it were a new one, without its
+ * `Last-Event-ID`. Sent so, it would open the session's standalone stream
+ * and the call it was resuming would wait for its timeout, its events lost
+ * without a word. Cursors older than a minute are dropped: the client gave
+ * up on them.
+ */
+function resumeAfterAuth(session: SessionState): string | undefined {
+  const pending = session.resumesAwaitingAuth;
+  while (pending.length > 0 && Date.now() - pending[0]!.atMs > AUTH_RETRY_WINDOW_MS) pending.shift();
+  return pending.shift()?.cursor;
 }
 
 interface Outgoing {

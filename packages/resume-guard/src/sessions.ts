@@ -30,6 +30,13 @@ export class SessionState {
   sawIds = false;
   /** The new session, once a re-initialization has started. */
   replacement: Promise<string | undefined> | undefined;
+  /**
+   * Cursors whose resume was answered 401, oldest first: the client is
+   * re-authenticating, and the SDK v1 client (1.32) then reopens the
+   * stream without its cursor (`_authThenStart` restarts with no
+   * resumption token). The guard puts the cursor back on that request.
+   */
+  readonly resumesAwaitingAuth: { readonly cursor: string; readonly atMs: number }[] = [];
   readonly #byEventId = new Map<string, StreamEntry>();
   readonly #maxIds: number;
 

@@ -166,3 +166,28 @@ describe('a transient answer to a resume', () => {
     expect(guard.currentSessionId('s1')).toBe('s1');
   });
 });
+
+describe('a resume refused 401 (an expired token)', () => {
+  it('puts its cursor back on the next GET without one, which the SDK v1 client sends after re-authenticating', async () => {
+    let resumed = 0;
+    const server = scriptedServer((req) => {
+      if (req.method === 'POST' && req.body?.includes('"id":7') === true) return sse('id: a-1\ndata:\n\nid: a-2\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n');
+      if (req.method === 'GET' && req.lastEventId === 'a-2' && resumed++ === 0) return new Response('{}', { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+      if (req.method === 'GET' && req.lastEventId === 'a-2') return sse(`${encodeResumeAck({ cursor: 'a-2', stream: '1', nextSeq: 3 })}id: a-3\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\n`);
+      return undefined;
+    });
+    const guard = createResumeGuard({ fetch: server.fetch });
+    await (await guard.fetch(URL_, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: INIT })).text();
+    await (await guard.fetch(URL_, post('s1', { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'x' } }))).text();
+    const refused = await guard.fetch(URL_, resume('s1', 'a-2'));
+    expect(refused.status).toBe(401);
+    // The SDK's retry after `auth()`: the same stream, its cursor dropped.
+    const retry = await guard.fetch(URL_, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': 's1' } });
+    expect(retry.status).toBe(200);
+    expect(await retry.text()).toContain('"id":7');
+    expect(server.seen.at(-1)?.lastEventId).toBe('a-2');
+    // Only once: a later GET without a cursor opens the standalone stream as it asked.
+    await guard.fetch(URL_, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': 's1' } });
+    expect(server.seen.at(-1)?.lastEventId).toBeNull();
+  });
+});
