@@ -1,4 +1,4 @@
-import { ConfigError, helpLines, int, readSettings } from '@tether/config';
+import { ConfigError, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagSpec } from '@tether/config';
 
 /** Every flag of `tether-sdk-example`; `--help` is built from this table, so it lists exactly what the parser accepts. */
@@ -10,8 +10,28 @@ export const FLAGS = [
   { flag: 'retry-ms', env: 'TETHER_SDK_RETRY_MS', help: 'SSE retry: hint (ms) on priming events and resume acknowledgments: how soon clients reconnect', fallback: '1000' },
   { flag: 'writer-check-ms', env: 'TETHER_SDK_WRITER_CHECK_MS', help: 'a resumed reader asks whether the stream\'s writer lives after this much silence (ms)', fallback: '500' },
   { flag: 'writer-silence-ms', env: 'TETHER_SDK_WRITER_SILENCE_MS', help: 'a writer that answers no probe this long (ms) is taken for gone', fallback: '3000' },
+  { flag: 'auth', env: 'TETHER_SDK_AUTH', help: 'none: the Authorization value, trusted as is, is the principal (a demo); jwt: Bearer JWT access tokens verified, sessions bound to their iss and sub', fallback: 'none' },
+  { flag: 'auth-jwks-url', env: 'TETHER_SDK_AUTH_JWKS_URL', help: 'jwt: the authorization server\'s JWKS URL', fallback: '' },
+  { flag: 'auth-issuer', env: 'TETHER_SDK_AUTH_ISSUER', help: 'jwt: the tokens\' iss, compared exactly', fallback: '' },
+  { flag: 'auth-audience', env: 'TETHER_SDK_AUTH_AUDIENCE', help: 'jwt: this server\'s canonical resource URI (RFC 8707), e.g. https://mcp.example.com/mcp: the tokens\' aud, and the metadata\'s resource', fallback: '' },
+  { flag: 'auth-scopes', env: 'TETHER_SDK_AUTH_SCOPES', help: 'jwt: scopes every token must carry, comma separated (403 insufficient_scope otherwise)', fallback: '' },
+  { flag: 'auth-authorization-server', env: 'TETHER_SDK_AUTH_AUTHORIZATION_SERVER', help: 'jwt: the authorization server named in the protected resource metadata (default: --auth-issuer)', fallback: '' },
   { flag: 'config', env: 'TETHER_SDK_CONFIG', help: 'JSON file of settings keyed by flag name', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
+
+/** How callers are identified (`--auth`). */
+export type ExampleAuth =
+  /** The `Authorization` value is the credential, trusted as is: a demo, or behind a proxy that authenticates. */
+  | { readonly mode: 'none' }
+  | {
+      readonly mode: 'jwt';
+      readonly jwksUrl: string;
+      readonly issuer: string;
+      /** The canonical resource URI: the tokens' `aud`, the metadata's `resource`. */
+      readonly audience: string;
+      readonly scopes: readonly string[];
+      readonly authorizationServer: string;
+    };
 
 export interface ExampleConfig {
   readonly port: number;
@@ -22,6 +42,7 @@ export interface ExampleConfig {
   readonly retryMs: number;
   readonly writerCheckMs: number;
   readonly writerSilenceMs: number;
+  readonly auth: ExampleAuth;
 }
 
 /**
@@ -57,7 +78,42 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     retryMs: int('retry-ms', raw('retry-ms'), 1, 600_000),
     writerCheckMs,
     writerSilenceMs,
+    auth: parseAuth(raw),
   };
+}
+
+type AuthFlag = 'auth' | 'auth-jwks-url' | 'auth-issuer' | 'auth-audience' | 'auth-scopes' | 'auth-authorization-server';
+const TOKEN_FLAGS = ['auth-jwks-url', 'auth-issuer', 'auth-audience', 'auth-scopes', 'auth-authorization-server'] as const;
+
+/** The `--auth` flags together: each missing or stray one is named. */
+function parseAuth(raw: (flag: AuthFlag) => string): ExampleAuth {
+  const mode = raw('auth');
+  if (mode === 'none') {
+    const stray = TOKEN_FLAGS.find((flag) => raw(flag) !== '');
+    if (stray !== undefined) throw new ConfigError(`--${stray} needs --auth jwt (--auth is none)`);
+    return { mode };
+  }
+  if (mode !== 'jwt') throw new ConfigError(`invalid --auth ${JSON.stringify(mode)}; allowed: none or jwt`);
+  const missing = (['auth-jwks-url', 'auth-issuer', 'auth-audience'] as const).filter((flag) => raw(flag).trim() === '');
+  if (missing.length > 0) throw new ConfigError(`--auth jwt needs ${missing.map((flag) => `--${flag}`).join(' and ')}`);
+  const issuer = httpUrl('auth-issuer', raw('auth-issuer').trim());
+  return {
+    mode,
+    jwksUrl: httpUrl('auth-jwks-url', raw('auth-jwks-url').trim()),
+    issuer,
+    audience: httpUrl('auth-audience', raw('auth-audience').trim()),
+    scopes: list(raw('auth-scopes')).map((scope) => matching('auth-scopes', scope, /^[\x21\x23-\x5b\x5d-\x7e]+$/, 'scope tokens (RFC 6749: printable ASCII without spaces, quotes or backslashes), comma separated')),
+    authorizationServer: raw('auth-authorization-server').trim() === '' ? issuer : httpUrl('auth-authorization-server', raw('auth-authorization-server').trim()),
+  };
+}
+
+/** An absolute http(s) URL without a fragment (RFC 8707 forbids one in a resource; an issuer has none). */
+function httpUrl(flag: AuthFlag, value: string): string {
+  const parsed = URL.parse(value);
+  if (parsed === null || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hash !== '' || value.includes('#')) {
+    throw new ConfigError(`invalid --${flag} ${JSON.stringify(value)}; allowed: an absolute http(s) URL without a fragment`);
+  }
+  return value;
 }
 
 export function helpText(): string {
@@ -68,8 +124,8 @@ export function helpText(): string {
     'sessions and events in the Tether session log on NATS JetStream, durable tasks on JetStream.',
     'MCP at /mcp, liveness at GET /healthz. Flags, then environment, then --config, then defaults.',
     '',
-    ...helpLines(FLAGS, { flagWidth: 18, envWidth: 29 }),
-    `  --${'help'.padEnd(18)} ${''.padEnd(29)} this text`,
+    ...helpLines(FLAGS, { flagWidth: 26, envWidth: 37 }),
+    `  --${'help'.padEnd(26)} ${''.padEnd(37)} this text`,
     '',
   ].join('\n');
 }

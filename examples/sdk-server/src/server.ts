@@ -1,13 +1,15 @@
 import { createServer } from 'node:http';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { hostname } from 'node:os';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createDurableTasks, createSessionRouter, createWriterPresence } from '@tether/sdk';
 import type { SdkTransportClass } from '@tether/sdk';
 import { SessionLog } from '@tether/session-log';
 import { sessionTag } from '@tether/telemetry';
 import type { createRootLogger } from '@tether/telemetry';
+import { createBearerGate, createJwtVerifier, createResourceMetadata } from './auth.js';
 import type { ExampleConfig } from './config.js';
 import { buildServer } from './tools.js';
 
@@ -34,6 +36,12 @@ export interface SdkExample {
  *    elsewhere ends a stream this process was producing when it dies.
  * 3. `createDurableTasks`: the SDK's `TaskStore`/`TaskMessageQueue` on
  *    JetStream, one per principal (`session.principal`).
+ *
+ * With `--auth jwt`, `/mcp` sits behind the SDK's bearer check (`auth.ts`),
+ * which puts the verified token on `req.auth`; the router binds each session
+ * to that token's identity (`iss` and `sub`), so a refreshed token keeps its
+ * sessions and tasks on every instance. The protected resource metadata
+ * (RFC 9728) is served at its well-known paths.
  */
 export async function startSdkExample(config: ExampleConfig, logger: ReturnType<typeof createRootLogger>): Promise<SdkExample> {
   const instance = config.instance === '' ? `${hostname()}-${process.pid}` : config.instance;
@@ -47,13 +55,34 @@ export async function startSdkExample(config: ExampleConfig, logger: ReturnType<
     // v1's web-standard transport; v2's (`@modelcontextprotocol/server`) plugs in the same way.
     transport: WebStandardStreamableHTTPServerTransport as unknown as SdkTransportClass,
     createServer: (session) => buildServer(tasks.forPrincipal(session.principal), (err) => work.warn({ err: (err as Error).message }, 'task result not stored')),
-    // Demo only: the Authorization value is the principal. Use your verified identity (an OAuth subject) here.
-    principalOf: (request) => request.headers.get('authorization') ?? '',
+    // No principalOf: the router's default. With --auth jwt every request carries `req.auth`, and its
+    // identity (iss + sub) is the principal, never the token. With --auth none (a demo) there is none, and
+    // the Authorization value, trusted as is, is the credential.
     retryIntervalMs: config.retryMs,
     writerWatch: { checkMs: config.writerCheckMs, silenceMs: config.writerSilenceMs },
   });
+  const auth = config.auth;
+  const metadata = auth.mode === 'jwt' ? createResourceMetadata(auth) : undefined;
+  const authLog = logger.child({ component: 'auth' });
+  const gate =
+    auth.mode === 'jwt'
+      ? createBearerGate({
+          verifier: createJwtVerifier(auth),
+          requiredScopes: auth.scopes,
+          audience: auth.audience,
+          onUnavailable: (err) => authLog.warn({ err: err.message }, 'issuer keys unavailable'),
+        })
+      : undefined;
+  const serveMcp = async (req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse): Promise<void> => {
+    if (gate !== undefined && !(await gate(req, res))) return;
+    await router.node(req, res);
+  };
   const http = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (metadata?.paths.has(path) === true) {
+      metadata.serve(req, res);
+      return;
+    }
     if (path === '/healthz') {
       const up = !log.connection.isClosed();
       res.writeHead(up ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: up ? 'ok' : 'nats_closed', instance }));
@@ -63,7 +92,7 @@ export async function startSdkExample(config: ExampleConfig, logger: ReturnType<
       res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not_found', message: 'MCP is served at /mcp' }));
       return;
     }
-    router.node(req, res).catch((err: unknown) => {
+    serveMcp(req, res).catch((err: unknown) => {
       // Never the body or the session id: the error's message (the id, which a NATS subject in it may carry,
       // replaced by its tag) and code; the `sessionId` field is written as the tag by the root logger.
       const sessionId = req.headers['mcp-session-id'];

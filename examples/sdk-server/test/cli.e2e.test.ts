@@ -35,6 +35,8 @@ describe('tether-sdk-example command line', () => {
     [['--writer-check-ms', '5000', '--writer-silence-ms', '1000'], /invalid --writer-silence-ms 1000; allowed: at least --writer-check-ms/],
     [['--port'], /flag --port needs a value/],
     [['serve'], /unexpected argument "serve"/],
+    [['--auth', 'jwt', '--auth-issuer', 'https://as.example.test'], /--auth jwt needs --auth-jwks-url and --auth-audience/],
+    [['--auth', 'basic'], /invalid --auth "basic"; allowed: none or jwt/],
   ])('%j: a clear error on stderr, exit 2', async (args, message) => {
     const { code, stderr, stdout } = await run(args);
     expect(stderr).toMatch(message);

@@ -97,9 +97,9 @@ function requestOptions(o: CallOptions) {
   };
 }
 
-/** v1's task API (v2 2.4's client has none): create through a task-augmented call, read status and result. */
-export async function connectTaskClient(url: string, authorization: string): Promise<{ client: ClientV1; transport: TransportV1 }> {
-  const transport = new TransportV1(new URL(url), { requestInit: { headers: { authorization } }, reconnectionOptions });
+/** v1's task API (v2 2.4's client has none): create through a task-augmented call, read status and result. With `sessionId`, joins that session. */
+export async function connectTaskClient(url: string, authorization: string, sessionId?: string): Promise<{ client: ClientV1; transport: TransportV1 }> {
+  const transport = new TransportV1(new URL(url), { requestInit: { headers: { authorization } }, reconnectionOptions, ...(sessionId === undefined ? {} : { sessionId }) });
   const client = new ClientV1({ name: 'sdk-example-e2e-tasks', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport };

@@ -24,24 +24,32 @@ export interface Fleet {
   close(): Promise<void>;
 }
 
-export async function startFleet(nats: NatsServer, count: number, tag: string): Promise<Fleet> {
+/** One example process on `nats`, with `args` after the common ones. */
+export async function startInstance(nats: NatsServer, name: string, args: readonly string[] = []): Promise<ServiceProcess> {
   assertBuilt();
+  return startServiceProcess({
+    name,
+    command: process.execPath,
+    // Short liveness timers so a killed producer is noticed quickly; the retry hint makes SDK clients reconnect at once.
+    args: [EXAMPLE_MAIN, '--port', '0', '--nats', nats.url, '--instance', name, '--retry-ms', '20', '--writer-check-ms', '100', '--writer-silence-ms', '1000', ...args],
+    env: { CI: '1', TETHER_LOG_LEVEL: 'info' },
+    readyLine: (o) => o.msg === 'listening',
+  });
+}
+
+export interface FleetOptions {
+  /** More flags for every instance (e.g. `--auth jwt …`). */
+  readonly args?: readonly string[];
+  /** A balancer started beforehand (its URL may be in `args`, as the resource URI); its targets become the instances. */
+  readonly proxy?: RoundRobinProxy;
+}
+
+export async function startFleet(nats: NatsServer, count: number, tag: string, options: FleetOptions = {}): Promise<Fleet> {
   const instances: ServiceProcess[] = [];
-  for (let i = 0; i < count; i += 1) {
-    const name = `${tag}-${String.fromCharCode(97 + i)}`;
-    instances.push(
-      await startServiceProcess({
-        name,
-        command: process.execPath,
-        // Short liveness timers so a killed producer is noticed quickly; the retry hint makes SDK clients reconnect at once.
-        args: [EXAMPLE_MAIN, '--port', '0', '--nats', nats.url, '--instance', name, '--retry-ms', '20', '--writer-check-ms', '100', '--writer-silence-ms', '1000'],
-        env: { CI: '1', TETHER_LOG_LEVEL: 'info' },
-        readyLine: (o) => o.msg === 'listening',
-      }),
-    );
-  }
+  for (let i = 0; i < count; i += 1) instances.push(await startInstance(nats, `${tag}-${String.fromCharCode(97 + i)}`, options.args));
   const targetOf = (instance: ServiceProcess): string => `http://127.0.0.1:${instance.port}`;
-  const proxy = await startRoundRobinProxy(instances.map(targetOf));
+  const proxy = options.proxy ?? (await startRoundRobinProxy([]));
+  proxy.setTargets(instances.map(targetOf));
   return {
     instances,
     proxy,
