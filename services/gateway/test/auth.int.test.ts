@@ -101,6 +101,24 @@ describe('--auth jwt: the session belongs to the identity, not the token', () =>
     expect(JSON.stringify(rest.result)).toContain(`done ${count}`);
   }, 60_000);
 
+  it('a user\'s refreshed token keeps the session; another user of the same client is a stranger', async () => {
+    const alice = await as.authorizationCode('client-a', { resource: audience, accountId: 'alice' });
+    const sessionId = await initialize(`${proxy.url}/mcp`, bearer(alice.access_token));
+    await sleep(TTL_S * 1000 + 500);
+    const refreshed = await as.refresh('client-a', alice.refresh_token, { resource: audience });
+    expect(refreshed.access_token).not.toBe(alice.access_token);
+    // Both instances take the refreshed token for the session (the proxy alternates).
+    for (const id of [1, 2]) {
+      const res = await request(`${proxy.url}/mcp`, { method: 'POST', sessionId, body: callTool(id, UpstreamTools.Echo, { text: 'alice' }), headers: bearer(refreshed.access_token) });
+      expect(res.status).toBe(200);
+      res.cancel();
+    }
+    const bob = await as.authorizationCode('client-a', { resource: audience, accountId: 'bob' });
+    const res = await request(`${proxy.url}/mcp`, { method: 'POST', sessionId, body: callTool(3, UpstreamTools.Echo, { text: 'bob' }), headers: bearer(bob.access_token) });
+    expect(res.status).toBe(404);
+    res.cancel();
+  }, 30_000);
+
   it('another client\'s valid token gets the very 404 of an unknown session', async () => {
     const a = await tokenOf('client-a');
     const b = await tokenOf('client-b');
