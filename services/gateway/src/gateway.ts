@@ -5,7 +5,7 @@ import { context, trace } from '@opentelemetry/api';
 import { createTetherMetrics } from '@tether/telemetry';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
-import { AuditKind } from '@tether/session-log';
+import { AuditKind, principalTag } from '@tether/session-log';
 import { createAudit } from './audit.js';
 import { isAuthError } from './auth/auth-error.js';
 import { createAuthenticator } from './auth/authenticator.js';
@@ -113,6 +113,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       return replyError(res, ctx.resourceMetadata.refusal(err, route.path));
     }
     const traced = startRequestSpan(ctx, req, res, route.path);
+    // Who, for dashboards: the principal's tag (never the digest, the token or a claim).
+    if (traced.span.isRecording()) traced.span.setAttribute('tether.principal', principalTag(caller.principal));
     return context.with(traced.ctx, () => dispatch(route, caller, req, res));
   };
 
