@@ -8,7 +8,7 @@ import { grpcLog } from './inspect-config.js';
 import { openNatsOperator } from './operator.js';
 import type { Operator } from './operator.js';
 import type { SessionFilter } from './sessions.js';
-import { isSessionTag } from './tag.js';
+import { isPrincipalFilter, isSessionTag, PRINCIPAL_FILTER_ALLOWED } from './tag.js';
 
 /** Where tether-admin writes; a test passes its own. */
 export interface AdminIo {
@@ -22,7 +22,7 @@ export interface AdminIo {
 const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain'] as const;
 type Command = (typeof COMMANDS)[number];
 
-const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'limit', 'timeout'] as const;
+const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout'] as const;
 type ValueFlag = (typeof VALUE_FLAGS)[number];
 
 export function adminHelp(): string {
@@ -33,13 +33,16 @@ export function adminHelp(): string {
     'credentials of the NATS URL (nats://user:pass@host or a server that trusts this host), or,',
     'with --log grpc://, to a tether-session-log\'s operator API with an operator token: whoever',
     'holds either can do what tether-admin does. Sessions are named by their tag (s_ and 12',
-    'characters, as in the services\' log lines), never by their id.',
+    'characters, as in the services\' log lines), never by their id; their principal by its tag (the',
+    'first 12 characters of its digest), never the digest or a token.',
     '',
     'Commands:',
-    '  sessions                 list recent sessions: tag, route, state, age, streams, resume verdicts',
+    '  sessions                 list recent sessions: tag, principal, route, state, age, streams, resume verdicts',
     '    --verdict V            only sessions with a resume of verdict V (resumed, truncated, epoch_mismatch, …)',
     '    --state S              active, closed or expired (the registry forgot it; its audit events remain)',
     '    --route R              only sessions of route R (/mcp)',
+    '    --principal P          only sessions of principals whose tag starts with P (1 to 43 base64url',
+    '                           characters; its first 12, a tag\'s length, are compared)',
     '    --limit N              at most N sessions, newest first (default 50, 1 to 10000)',
     '  show <tag>               one session as text: each stream\'s events, writers and takeovers, every',
     '                           connection with its instance, cursor and verdict, and the session\'s end',
@@ -104,8 +107,8 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
   if (needs !== undefined && arg === undefined) throw bad(`${command} needs ${needs}: tether-admin ${command} <${command === 'drain' ? 'instance' : 'tag'}>`);
   if ((needs === undefined ? arg : extra) !== undefined) throw bad(`unexpected argument ${JSON.stringify((needs === undefined ? arg : extra)!.slice(0, 40))} for ${command}`);
   if (command !== 'sessions' && command !== 'drain') assertTag(arg!);
-  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'limit'], show: [], verify: [], close: [], drain: ['timeout'] };
-  for (const name of ['verdict', 'state', 'route', 'limit', 'timeout'] as const) {
+  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'principal', 'limit'], show: [], verify: [], close: [], drain: ['timeout'] };
+  for (const name of ['verdict', 'state', 'route', 'principal', 'limit', 'timeout'] as const) {
     if (flags[name] !== undefined && !only[command as Command].includes(name)) throw bad(`--${name} does not apply to ${command}`);
   }
   return { command: command as Command, arg, flags, json };
@@ -144,13 +147,14 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     const state = flags.state;
     if (state !== undefined && !['active', 'closed', 'expired'].includes(state)) throw bad(`invalid --state ${JSON.stringify(state.slice(0, 40))}; allowed: active, closed, expired`);
     if (flags.verdict !== undefined && !/^[a-z_]{1,32}$/.test(flags.verdict)) throw bad(`invalid --verdict ${JSON.stringify(flags.verdict.slice(0, 40))}; allowed: a verdict such as resumed, truncated, epoch_mismatch, diverged, ahead, abandoned, unknown_session, malformed`);
+    if (flags.principal !== undefined && !isPrincipalFilter(flags.principal)) throw bad(`invalid --principal (not shown); allowed: ${PRINCIPAL_FILTER_ALLOWED}`);
     const limit = intFlag('limit', flags.limit, 1, 10_000);
     const timeoutMs = intFlag('timeout', flags.timeout, 1, 600_000);
     operator = await openOperator(flags, io);
     const print = (value: unknown, text: () => string): void => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : text());
     switch (command) {
       case 'sessions': {
-        const filter: SessionFilter = { ...(flags.verdict === undefined ? {} : { verdict: flags.verdict }), ...(state === undefined ? {} : { state }), ...(flags.route === undefined ? {} : { route: flags.route }), ...(limit === undefined ? {} : { limit }) };
+        const filter: SessionFilter = { ...(flags.verdict === undefined ? {} : { verdict: flags.verdict }), ...(state === undefined ? {} : { state }), ...(flags.route === undefined ? {} : { route: flags.route }), ...(flags.principal === undefined ? {} : { principal: flags.principal }), ...(limit === undefined ? {} : { limit }) };
         const rows = await operator.listSessions(filter);
         print(rows, () => formatSessions(rows, Date.now()));
         return 0;

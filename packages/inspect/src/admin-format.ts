@@ -1,6 +1,6 @@
 import type { ChainCheck, Connection, SessionSummary, SessionTimeline, StreamLane } from './model.js';
 
-/** Text views of tether-admin. Metadata only: tags, streams, positions, sizes, instances, verdicts. */
+/** Text views of tether-admin. Metadata only: tags (of sessions and principals), streams, positions, sizes, instances, verdicts. */
 
 export function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
@@ -27,8 +27,8 @@ function table(rows: readonly (readonly string[])[]): string {
 export function formatSessions(rows: readonly SessionSummary[], nowMs: number): string {
   if (rows.length === 0) return 'no sessions\n';
   return table([
-    ['TAG', 'ROUTE', 'STATE', 'AGE', 'IDLE', 'STREAMS', 'VERDICTS'],
-    ...rows.map((s) => [s.tag, s.route ?? '-', s.state, s.createdAtMs === 0 ? '-' : age(nowMs - s.createdAtMs), s.touchedAtMs === undefined ? '-' : age(nowMs - s.touchedAtMs), String(s.streams), verdicts(s.verdicts)]),
+    ['TAG', 'PRINCIPAL', 'ROUTE', 'STATE', 'AGE', 'IDLE', 'STREAMS', 'VERDICTS'],
+    ...rows.map((s) => [s.tag, s.principal || '-', s.route ?? '-', s.state, s.createdAtMs === 0 ? '-' : age(nowMs - s.createdAtMs), s.touchedAtMs === undefined ? '-' : age(nowMs - s.touchedAtMs), String(s.streams), verdicts(s.verdicts)]),
   ]);
 }
 
@@ -57,7 +57,7 @@ function connectionText(c: Connection): string {
 export function formatTimeline(t: SessionTimeline, nowMs: number): string {
   const s = t.session;
   const out = [
-    `session ${s.tag}  route ${s.route ?? '-'}  state ${s.state}  created ${time(s.createdAtMs)} (${s.createdAtMs === 0 ? '-' : age(nowMs - s.createdAtMs)} ago)  streams ${t.lanes.length}`,
+    `session ${s.tag}  principal ${s.principal || '-'}  route ${s.route ?? '-'}  state ${s.state}  created ${time(s.createdAtMs)} (${s.createdAtMs === 0 ? '-' : age(nowMs - s.createdAtMs)} ago)  streams ${t.lanes.length}`,
     `verdicts: ${verdicts(s.verdicts)}`,
     `ended: ${time(t.endedAtMs)}`,
     '',

@@ -13,6 +13,7 @@ import type { OperatorServiceClient } from '@tether/cursor-proto/operator';
 import { InspectError, InspectErrorCode } from './errors.js';
 import type { Operator } from './operator.js';
 import { checkFromWire, summaryFromWire, timelineFromWire } from './operator-wire.js';
+import { principalMatches } from './tag.js';
 
 export interface GrpcOperatorOptions {
   /** `grpc://host:port` or `grpcs://host:port` (TLS with the system roots, or `ca`). */
@@ -50,8 +51,12 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
     });
   return {
     listSessions: async (filter) => {
-      const res = await call(client.listSessions, { verdict: filter.verdict, state: filter.state, route: filter.route, limit: filter.limit ?? 0 });
-      return res.sessions.map(summaryFromWire);
+      const res = await call(client.listSessions, { verdict: filter.verdict, state: filter.state, route: filter.route, principal: filter.principal, limit: filter.limit ?? 0 });
+      // A service older than the `principal` filter skips the field it does
+      // not know and answers every principal's sessions: checked here too, so
+      // another principal's session is never listed as this one's.
+      const { principal } = filter;
+      return res.sessions.map(summaryFromWire).filter((row) => principal === undefined || principalMatches(row.principal, principal));
     },
     readTimeline: async (tag) => {
       try {

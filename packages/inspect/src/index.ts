@@ -15,7 +15,7 @@ export { readSessionAudit, readSessionEvents } from './read.js';
 export type { RawEvent } from './read.js';
 export { ADMIN_INSTANCE, closeSessionByTag, requestDrain } from './actions.js';
 export type { CloseOutcome } from './actions.js';
-export { isSessionTag, sessionTag, TAG_PATTERN } from './tag.js';
+export { isPrincipalFilter, isSessionTag, PRINCIPAL_FILTER_ALLOWED, PRINCIPAL_FILTER_PATTERN, principalMatches, principalTagOf, sessionTag, TAG_PATTERN } from './tag.js';
 export { InspectError, InspectErrorCode, isInspectError, scrub } from './errors.js';
 export { natsOperator, openNatsOperator } from './operator.js';
 export type { Operator } from './operator.js';

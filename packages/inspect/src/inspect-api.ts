@@ -1,17 +1,22 @@
 /**
  * The JSON API behind the page: read-only, sessions named by tag only.
  *
- *   GET /api/sessions?verdict=V&limit=N   → { sessions: SessionSummary[], verdicts: string[] }
+ *   GET /api/sessions?verdict=V&principal=P&limit=N
+ *                                         → { sessions: SessionSummary[], verdicts: string[] }
  *   GET /api/sessions/<tag>               → SessionTimeline, or 404
  *   GET /api/sessions/<tag>/chains        → { checks: ChainCheck[] }, or 404
  *
  * A path segment must look like a tag (`s_` and 12 base64url characters);
  * anything else, a raw session id included, is refused with 400 before the
  * source is asked, so the API can never be used to look a session up by id.
+ * A session's principal is its tag (12 characters of the digest); `principal`
+ * lists the sessions whose principal tag starts with P (1 to 43 base64url
+ * characters, the first 12 compared), asked of the source, so the list is
+ * that principal's most recent `limit` sessions.
  */
 import type { ChainCheck, SessionSummary, SessionTimeline } from './model.js';
 import type { SessionFilter } from './sessions.js';
-import { TAG_PATTERN } from './tag.js';
+import { isPrincipalFilter, PRINCIPAL_FILTER_ALLOWED, TAG_PATTERN } from './tag.js';
 
 /**
  * Where the inspector reads from: the read model over the log
@@ -48,11 +53,13 @@ export async function answerApi(source: InspectSource, path: string, query: URLS
   if (parts.length === 2) {
     const verdict = query.get('verdict') ?? '';
     if (verdict !== '' && !VERDICT_PATTERN.test(verdict)) return error(400, 'bad_request', 'verdict: lower-case letters and _');
+    const principal = query.get('principal') ?? '';
+    if (principal !== '' && !isPrincipalFilter(principal)) return error(400, 'bad_request', `principal: ${PRINCIPAL_FILTER_ALLOWED}`);
     const limitText = query.get('limit') ?? '';
     const limit = limitText === '' ? DEFAULT_LIMIT : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) return error(400, 'bad_request', `limit: an integer from 1 to ${MAX_LIMIT}`);
     // The filter's kinds come from everything listed, so the page offers only verdicts that occur.
-    const all = await source.listSessions({ limit });
+    const all = await source.listSessions({ limit, ...(principal === '' ? {} : { principal }) });
     const verdicts = [...new Set(all.flatMap((s) => Object.keys(s.verdicts)))].sort();
     const sessions = verdict === '' ? all : all.filter((s) => (s.verdicts[verdict] ?? 0) > 0);
     return { status: 200, body: { sessions, verdicts } };

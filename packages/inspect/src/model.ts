@@ -2,13 +2,21 @@
  * What an operator sees of sessions: the read model shared by
  * `tether-inspect` (the web page) and `tether-admin` (the command line).
  * Metadata only: never a payload, never a raw session id (a session is
- * named by its tag, `sessionTag(id)` from @tether/protocol).
+ * named by its tag, `sessionTag(id)` from @tether/protocol), never a
+ * principal digest in full or a token (a principal is named by its tag).
  */
 
 /** One row of the session list. */
 export interface SessionSummary {
   /** `sessionTag(sessionId)`: how every view names the session. */
   readonly tag: string;
+  /**
+   * `principalTag(record.principal)`: the first 12 characters of the digest
+   * of the principal that opened the session, the same for all of one
+   * user's sessions (with OAuth, across token refreshes). Never the whole
+   * digest. Empty when the registry no longer holds the session (`expired`).
+   */
+  readonly principal: string;
   readonly route: string | undefined;
   readonly state: 'active' | 'closed' | string;
   readonly createdAtMs: number;

@@ -8,13 +8,19 @@
 import type * as wire from '@tether/cursor-proto/operator';
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from './model.js';
 
-/** A session row either way: both shapes have the same fields (the wire's optionals are the model's `undefined`s; verdicts copied, never shared). */
-function copySummary(s: SessionSummary | wire.SessionSummary): SessionSummary & wire.SessionSummary {
-  return { tag: s.tag, route: s.route, state: s.state, createdAtMs: s.createdAtMs, touchedAtMs: s.touchedAtMs, streams: s.streams, verdicts: { ...s.verdicts } };
+/**
+ * A session row either way: the same fields (the wire's optionals are the
+ * model's `undefined`s; verdicts copied, never shared), but for the
+ * principal, `principal` here and `principal_tag` on the wire (the tag,
+ * never the digest: the name says so to other languages' clients).
+ */
+export function summaryToWire(s: SessionSummary): wire.SessionSummary {
+  return { tag: s.tag, principalTag: s.principal, route: s.route, state: s.state, createdAtMs: s.createdAtMs, touchedAtMs: s.touchedAtMs, streams: s.streams, verdicts: { ...s.verdicts } };
 }
 
-export const summaryToWire: (s: SessionSummary) => wire.SessionSummary = copySummary;
-export const summaryFromWire: (s: wire.SessionSummary) => SessionSummary = copySummary;
+export function summaryFromWire(s: wire.SessionSummary): SessionSummary {
+  return { tag: s.tag, principal: s.principalTag, route: s.route, state: s.state, createdAtMs: s.createdAtMs, touchedAtMs: s.touchedAtMs, streams: s.streams, verdicts: { ...s.verdicts } };
+}
 
 export function timelineToWire(t: SessionTimeline): wire.SessionTimeline {
   return {

@@ -4,6 +4,7 @@ import type { SessionSummary } from './model.js';
 import { readAllAudit, readLastAudit, readSessionAudit, streamCount } from './read.js';
 import { auditCounts, READ_PARALLEL, scanSessions } from './registry.js';
 import type { KnownSession } from './registry.js';
+import { principalMatches, principalTagOf } from './tag.js';
 
 /** Filters of the session list; every one optional. */
 export interface SessionFilter {
@@ -13,13 +14,19 @@ export interface SessionFilter {
   readonly state?: string;
   /** Only sessions of this route (`/mcp`). */
   readonly route?: string;
+  /**
+   * Only sessions whose principal tag starts with this (see
+   * `principalMatches`: its first 12 characters are compared). Sessions the
+   * registry forgot have no principal and never match.
+   */
+  readonly principal?: string;
   /** At most this many, newest first. Default 50. */
   readonly limit?: number;
 }
 
 /**
- * The recent sessions, newest activity first: tag, route, state, times,
- * stream count and resume verdicts by kind. One registry scan; then, without
+ * The recent sessions, newest activity first: tag, principal tag, route,
+ * state, times, stream count and resume verdicts by kind. One registry scan; then, without
  * a `verdict` filter (or a `closed`/`expired` one), the last audit event of
  * each session (one consumer, one message per session) orders them, and
  * only the listed sessions' audit events are read, 32 sessions at a time
@@ -41,6 +48,7 @@ export async function listFromEveryEvent(access: InspectAccess, filter: SessionF
     .map((s) => ({ s, summary: summarize(s, audit.get(s.sessionId) ?? [], 0) }))
     .filter(({ summary }) => filter.state === undefined || summary.state === filter.state)
     .filter(({ summary }) => filter.route === undefined || summary.route === filter.route)
+    .filter(({ summary }) => filter.principal === undefined || principalMatches(summary.principal, filter.principal))
     .filter(({ summary }) => filter.verdict === undefined || (summary.verdicts[filter.verdict] ?? 0) > 0)
     .sort((a, b) => lastActivity(b.summary) - lastActivity(a.summary))
     .slice(0, filter.limit ?? 50);
@@ -51,17 +59,18 @@ export async function listFromEveryEvent(access: InspectAccess, filter: SessionF
  * Without a verdict filter, a row's place depends only on its registry
  * record and its last audit event: last activity is the later of the
  * record's touch and that event's time (a session the registry forgot has
- * only the event). State and route come from the record; a session without
- * one is `closed` or `expired`, which only a `closed`/`expired` filter
- * (the full pass) asks about. Where the last message alone cannot say (it
- * does not decode, or a forgotten session's time is 0), that session's
- * events are read in full. The same stable sort over the same scan order
+ * only the event). State, route and principal come from the record; a
+ * session without one is `closed` or `expired`, which only a
+ * `closed`/`expired` filter (the full pass) asks about. Where the last
+ * message alone cannot say (it does not decode, or a forgotten session's
+ * time is 0), that session's events are read in full. The same stable sort over the same scan order
  * as the full pass, so ties come out the same. `readEvents`: see
  * perSessionReadEvents (tests force either way).
  */
 export async function listFromLastEvents(access: InspectAccess, filter: SessionFilter, sessions: readonly KnownSession[], readEvents = perSessionReadEvents(access)): Promise<SessionSummary[]> {
   const candidates = sessions.filter((s) => {
     if (filter.state !== undefined && s.record?.state !== filter.state) return false;
+    if (filter.principal !== undefined && !principalMatches(principalTagOf(s.record), filter.principal)) return false;
     return filter.route === undefined || s.record?.meta['route'] === filter.route;
   });
   const last = await readLastAudit(access);
@@ -119,6 +128,7 @@ export function summarize(session: KnownSession, audit: readonly AuditEvent[], s
   const record = session.record;
   return {
     tag: session.tag,
+    principal: principalTagOf(record),
     route: record?.meta['route'],
     state: record?.state ?? (closed ? 'closed' : 'expired'),
     createdAtMs: record?.createdAtMs ?? first ?? 0,

@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
 import { LogHeader } from '@tether/protocol';
+import { principalTag } from '@tether/session-log';
+import type { SessionRecord } from '@tether/session-log';
 import { sessionTag } from '@tether/inspect';
 import type { ChainCheck, SessionSummary, SessionTimeline } from '@tether/inspect';
 import { admin, post, readEvents, runScenario, startAdminStack, until, VERSION } from './admin-stack.js';
@@ -34,7 +37,7 @@ describe('tether-admin', () => {
   it('--help lists every command and flag', async () => {
     const run = await admin(['--help']);
     expect(run.status).toBe(0);
-    for (const word of ['sessions', 'show <tag>', 'verify <tag>', 'close <tag>', 'drain <instance>', '--verdict', '--state', '--route', '--limit', '--json', '--nats', '--namespace', '--timeout']) expect(run.stdout).toContain(word);
+    for (const word of ['sessions', 'show <tag>', 'verify <tag>', 'close <tag>', 'drain <instance>', '--verdict', '--state', '--route', '--principal', '--limit', '--json', '--nats', '--namespace', '--timeout']) expect(run.stdout).toContain(word);
   });
 
   it('refuses bad input with a message naming the problem (exit 2)', async () => {
@@ -48,12 +51,16 @@ describe('tether-admin', () => {
       [['sessions', '--bogus', '1'], /unknown flag --bogus/],
       [['verify', 's_AAAAAAAAAAAA', '--limit', '3'], /--limit does not apply to verify/],
       [['sessions', '--namespace', 'Bad!'], /invalid namespace/],
+      [['sessions', '--principal', 'eyJhbGciOiJIUzI1NiJ9.e30.secret'], /invalid --principal \(not shown\); allowed: a principal tag/],
+      [['sessions', '--principal', 'A'.repeat(44)], /invalid --principal/],
+      [['show', 's_AAAAAAAAAAAA', '--principal', 'abc'], /--principal does not apply to show/],
     ];
     for (const [args, message] of cases) {
       const run = await admin([...args, '--nats', stack.nats.url]);
       expect({ args, status: run.status }).toEqual({ args, status: 2 });
       expect(run.stderr).toMatch(message);
       expect(run.stdout + run.stderr).not.toContain(scenario.a);
+      expect(run.stdout + run.stderr).not.toContain('secret');
     }
     const asJson = await admin(['show', 'nope', '--json']);
     expect(JSON.parse(asJson.stdout)).toMatchObject({ error: { code: 'invalid_argument' } });
@@ -68,9 +75,45 @@ describe('tether-admin', () => {
     expect(await json<SessionSummary[]>(['sessions', '--route', '/elsewhere'])).toEqual([]);
     expect(await json<SessionSummary[]>(['sessions', '--limit', '1'])).toHaveLength(1);
     const text = await admin(['sessions', ...base]);
-    expect(text.stdout).toMatch(/^TAG\s+ROUTE\s+STATE\s+AGE\s+IDLE\s+STREAMS\s+VERDICTS$/m);
+    expect(text.stdout).toMatch(/^TAG\s+PRINCIPAL\s+ROUTE\s+STATE\s+AGE\s+IDLE\s+STREAMS\s+VERDICTS$/m);
     expect(text.stdout).toContain('epoch_mismatch=1');
     expect(text.stdout).not.toContain(scenario.a);
+  });
+
+  it("names each session's principal by its tag, never by its digest, and lists one principal's sessions", async () => {
+    const kv = await new Kvm(nc).open(stack.names.sessionsBucket);
+    const recordOf = async (id: string): Promise<SessionRecord> => JSON.parse((await kv.get(id))!.string()) as SessionRecord;
+    const [recordA, recordB] = [await recordOf(scenario.a), await recordOf(scenario.b)];
+    const principal = principalTag(recordA.principal);
+    // These gateways run without --auth: every caller is the anonymous principal, one digest.
+    expect(recordA.principal).toHaveLength(43);
+    expect(recordB.principal).toBe(recordA.principal);
+    const outputs: string[] = [];
+    const run = async (args: string[]): Promise<string> => {
+      const r = await admin([...args, ...base]);
+      expect({ args, status: r.status, stderr: r.stderr }).toEqual({ args, status: 0, stderr: '' });
+      outputs.push(r.stdout);
+      return r.stdout;
+    };
+    const rows = JSON.parse(await run(['sessions', '--json'])) as SessionSummary[];
+    expect(rows.find((s) => s.tag === sessionTag(scenario.a))?.principal).toBe(principal);
+    expect(rows.find((s) => s.tag === sessionTag(scenario.b))?.principal).toBe(principal);
+    const table = await run(['sessions']);
+    expect(table).toMatch(new RegExp(`^${sessionTag(scenario.a)}\\s+${principal}\\s+/mcp\\s`, 'm'));
+    for (const filter of [principal, principal.slice(0, 5), recordA.principal]) {
+      const listed = JSON.parse(await run(['sessions', '--principal', filter, '--json'])) as SessionSummary[];
+      expect(listed.map((s) => s.tag).sort()).toEqual([sessionTag(scenario.a), sessionTag(scenario.b)].sort());
+    }
+    const other = principal[0] === 'A' ? 'B' : 'A';
+    expect(JSON.parse(await run(['sessions', '--principal', other, '--json']))).toEqual([]);
+    expect(await run(['sessions', '--principal', other])).toBe('no sessions\n');
+    const shown = JSON.parse(await run(['show', sessionTag(scenario.a), '--json'])) as SessionTimeline;
+    expect(shown.session.principal).toBe(principal);
+    expect(await run(['show', sessionTag(scenario.a)])).toMatch(new RegExp(`^session ${sessionTag(scenario.a)}  principal ${principal}  route /mcp`, 'm'));
+    for (const out of outputs) {
+      expect(out).not.toContain(recordA.principal);
+      expect(out).not.toContain(scenario.a);
+    }
   });
 
   it('show draws the timeline as JSON and as text', async () => {

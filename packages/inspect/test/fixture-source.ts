@@ -1,13 +1,18 @@
 import { createHash } from 'node:crypto';
+import { principalDigest, principalTag } from '@tether/session-log';
 import type { InspectSource } from '../src/inspect-api.js';
 import type { SessionFilter } from '../src/sessions.js';
 import type { ChainCheck, SessionTimeline } from '../src/model.js';
+import { principalMatches } from '../src/tag.js';
 
 /** The tag as @tether/telemetry computes it (`s_` + 12 base64url of SHA-256). */
 export const tagOf = (sessionId: string): string => `s_${createHash('sha256').update(sessionId).digest('base64url').slice(0, 12)}`;
 
 /** Raw ids the fixture is built from: no answer of the inspector may contain them. */
 export const RAW_IDS = ['Qm9vbXNlc3Npb25pZDAwMQ', 'c2Vjb25kc2Vzc2lvbmlkMDI'] as const;
+
+/** The principal digests of the two sessions (alice's and bob's): only their tags may be shown, never these. */
+export const RAW_PRINCIPALS = [principalDigest('alice-token'), principalDigest('bob-token')] as const;
 
 /**
  * Two sessions: one alive with a GET stream and a POST stream, a takeover, a
@@ -19,7 +24,7 @@ export function fixtureTimelines(t0 = Date.now() - 90_000): SessionTimeline[] {
   const ev = (seq: number, pos: number, atMs: number, writer: string, kind = 'event', bytes = 120 + seq * 40) => ({ seq, pos, kind, bytes, atMs, writer });
   return [
     {
-      session: { tag: a, route: 'default', state: 'active', createdAtMs: t0, touchedAtMs: t0 + 5_000, streams: 2, verdicts: { resumed: 1, malformed: 1 } },
+      session: { tag: a, principal: principalTag(RAW_PRINCIPALS[0]), route: 'default', state: 'active', createdAtMs: t0, touchedAtMs: t0 + 5_000, streams: 2, verdicts: { resumed: 1, malformed: 1 } },
       lanes: [
         {
           stream: '0',
@@ -49,7 +54,7 @@ export function fixtureTimelines(t0 = Date.now() - 90_000): SessionTimeline[] {
       endedAtMs: undefined,
     },
     {
-      session: { tag: b, route: 'default', state: 'closed', createdAtMs: t0 + 10_000, touchedAtMs: t0 + 12_000, streams: 1, verdicts: { epoch_mismatch: 1 } },
+      session: { tag: b, principal: principalTag(RAW_PRINCIPALS[1]), route: 'default', state: 'closed', createdAtMs: t0 + 10_000, touchedAtMs: t0 + 12_000, streams: 1, verdicts: { epoch_mismatch: 1 } },
       lanes: [{ stream: '1', events: [ev(1, 2, t0 + 10_100, 'w-gw2', 'prime', 0), ev(2, 3, t0 + 10_110, 'w-gw2')], writers: [{ writer: 'w-gw2', fromSeq: 1, toSeq: 2, takeover: false }], ended: false }],
       connections: [
         { atMs: t0 + 10_050, instance: 'gateway-2', kind: 'post', stream: '1', cursor: undefined, verdict: undefined, events: 2, status: 200, writer: 'w-gw2' },
@@ -67,8 +72,11 @@ export function createFixtureSource(timelines: readonly SessionTimeline[] = fixt
   return {
     calls,
     async listSessions(filter: SessionFilter) {
-      calls.push(`list:${filter.verdict ?? ''}`);
-      return timelines.map((t) => t.session).filter((s) => filter.verdict === undefined || (s.verdicts[filter.verdict] ?? 0) > 0);
+      calls.push(`list:${filter.verdict ?? ''}:${filter.principal ?? ''}`);
+      return timelines
+        .map((t) => t.session)
+        .filter((s) => filter.verdict === undefined || (s.verdicts[filter.verdict] ?? 0) > 0)
+        .filter((s) => filter.principal === undefined || principalMatches(s.principal, filter.principal));
     },
     async readTimeline(tag: string) {
       calls.push(`timeline:${tag}`);

@@ -6,7 +6,8 @@ import { createCursorClient, readCallFailure } from '@tether/cursor-proto';
 import { createOperatorClient } from '@tether/cursor-proto/operator';
 import { createGateway, openLog, parseConfig } from '@tether/gateway';
 import type { Gateway } from '@tether/gateway';
-import { openGrpcOperator, openNatsOperator, sessionTag } from '@tether/inspect';
+import { openGrpcOperator, openInspectAccess, openNatsOperator, scanSessions, sessionTag } from '@tether/inspect';
+import { principalTag } from '@tether/session-log';
 import type { Operator } from '@tether/inspect';
 import { startSessionLogService } from '@tether/session-log-service';
 import { runAdmin } from '../src/admin-cli.js';
@@ -89,7 +90,7 @@ afterAll(async () => {
 
 describe('the operator API of tether-session-log', () => {
   it('answers the session list, a timeline and the chain checks exactly as the log on NATS reads', async () => {
-    for (const filter of [{}, { verdict: 'resumed' }, { verdict: 'epoch_mismatch' }, { state: 'closed' }, { limit: 1 }]) {
+    for (const filter of [{}, { verdict: 'resumed' }, { verdict: 'epoch_mismatch' }, { state: 'closed' }, { limit: 1 }, { principal: 'A' }, { principal: 'A'.repeat(43) }]) {
       expect(plain(await overGrpc.listSessions(filter)), JSON.stringify(filter)).toEqual(plain(await overNats.listSessions(filter)));
     }
     expect((await overGrpc.listSessions({ verdict: 'resumed' })).map((r) => r.tag)).toEqual([resumedTag]);
@@ -104,6 +105,46 @@ describe('the operator API of tether-session-log', () => {
     expect((await overGrpc.checkChains(resumedTag)).every((c) => c.ok)).toBe(true);
     // Metadata only, over the wire too: no session id, no payload.
     expect(JSON.stringify(await overGrpc.listSessions({}))).not.toMatch(/"[A-Za-z0-9_-]{22}"/);
+  });
+
+  it("carries each session's principal tag (principal_tag), never the digest, and filters by it", async () => {
+    const access = await openInspectAccess({ servers: nats.url });
+    const records = new Map((await scanSessions(access)).map((s) => [s.tag, s.record]));
+    await access.close();
+    const digest = records.get(resumedTag)!.principal;
+    const principal = principalTag(digest);
+    // The service binds sessions to the digest of its caller and the gateway's principal: one digest here.
+    expect(digest).toHaveLength(43);
+    expect(records.get(refusedTag)!.principal).toBe(digest);
+    const rows = await overGrpc.listSessions({});
+    expect(rows.map((r) => [r.tag, r.principal])).toEqual(expect.arrayContaining([[resumedTag, principal], [refusedTag, principal]]));
+    expect((await overGrpc.readTimeline(resumedTag))!.session.principal).toBe(principal);
+    for (const filter of [{ principal }, { principal: principal.slice(0, 4), verdict: 'resumed' }, { principal: digest }, { principal: principal[0] === 'A' ? 'B' : 'A' }]) {
+      const listed = await overGrpc.listSessions(filter);
+      expect(plain(listed), JSON.stringify(filter)).toEqual(plain(await overNats.listSessions(filter)));
+      expect(JSON.stringify(listed)).not.toContain(digest);
+    }
+    expect((await overGrpc.listSessions({ principal })).map((r) => r.tag).sort()).toEqual([resumedTag, refusedTag].sort());
+    expect(await overGrpc.listSessions({ principal: principal[0] === 'A' ? 'B' : 'A' })).toEqual([]);
+
+    // tether-admin and the page over the operator API: the tag shown, the digest nowhere.
+    let out = '';
+    const code = await runAdmin(['sessions', '--principal', principal, '--log', logUrl, '--log-token', OPERATOR_TOKEN], { stdout: (t) => (out += t), stderr: (t) => (out += t), env: {} });
+    expect(code).toBe(0);
+    expect(out).toMatch(new RegExp(`^${resumedTag}\\s+${principal}\\s`, 'm'));
+    expect(out).not.toContain(digest);
+    const page = await startInspectServer({ source: overGrpc, tokens: ['inspector-page-token-0123'], host: '127.0.0.1', port: 0 });
+    try {
+      for (const path of [`/api/sessions?principal=${principal}`, `/api/sessions/${resumedTag}`]) {
+        const res = await fetch(`${page.url}${path}`, { headers: { authorization: 'Bearer inspector-page-token-0123' } });
+        expect(res.status, path).toBe(200);
+        const text = await res.text();
+        expect(text, path).toContain(`"principal":"${principal}"`);
+        expect(text, path).not.toContain(digest);
+      }
+    } finally {
+      await page.close();
+    }
   });
 
   it('drives tether-admin with --log grpc:// and its operator token', async () => {
@@ -185,6 +226,8 @@ describe('the operator API of tether-session-log', () => {
         [() => call((md, cb) => ops.verifySession({ tag: 'x'.repeat(22) }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /raw session id|not a session tag/],
         [() => call((md, cb) => ops.listSessions({ limit: 20_000 }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /limit 20000/],
         [() => call((md, cb) => ops.listSessions({ limit: 0, verdict: 'a b\n' }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /verdict filter/],
+        [() => call((md, cb) => ops.listSessions({ limit: 0, principal: 'eyJhbGciOi.secret' }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /^invalid principal filter; allowed: a principal tag[^.]*$/],
+        [() => call((md, cb) => ops.listSessions({ limit: 0, principal: '' }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /invalid principal filter/],
         [() => call((md, cb) => ops.drainInstance({ instance: '../x', timeoutMs: 0 }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /not an instance id/],
         [() => call((md, cb) => ops.drainInstance({ instance: 'gw-none', timeoutMs: 90_000 }, md, cb)), status.INVALID_ARGUMENT, 'invalid_argument', /timeout_ms/],
       ] as const;

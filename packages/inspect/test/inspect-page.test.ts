@@ -4,7 +4,7 @@ import { startInspectServer } from '../src/inspect-server.js';
 import type { InspectServer } from '../src/inspect-server.js';
 import { announceChromium, chromiumMissing, openBrowser } from './browser.js';
 import type { OpenBrowser } from './browser.js';
-import { createFixtureSource, fixtureTimelines, RAW_IDS } from './fixture-source.js';
+import { createFixtureSource, fixtureTimelines, RAW_IDS, RAW_PRINCIPALS } from './fixture-source.js';
 
 // The page on fixture data in a real browser (the e2e test draws a real stack's session).
 announceChromium();
@@ -12,6 +12,7 @@ const TOKEN = 'inspect-page-token-0123456789';
 const RESULTS = new URL('../../../test-results/', import.meta.url).pathname;
 const timelines = fixtureTimelines();
 const [a, b] = timelines.map((t) => t.session.tag) as [string, string];
+const [alice, bob] = timelines.map((t) => t.session.principal) as [string, string];
 let server: InspectServer;
 let browser: OpenBrowser;
 
@@ -25,7 +26,7 @@ describe.skipIf(chromiumMissing !== undefined)(`the inspector page in Chromium${
     await server?.close();
   });
 
-  it('logs in with ?token= once, then lists sessions by tag with their verdicts and filters them', async () => {
+  it('logs in with ?token= once, then lists sessions by tag with their principal and verdicts and filters them', async () => {
     const { page } = browser;
     await page.goto(`${server.url}/?token=${TOKEN}#/`);
     expect(page.url()).toBe(`${server.url}/#/`);
@@ -33,10 +34,32 @@ describe.skipIf(chromiumMissing !== undefined)(`the inspector page in Chromium${
     expect(await page.locator('#sessions tbody tr').count()).toBe(2);
     expect(await page.locator(`tr[data-session="${a}"] .chip[data-verdict="resumed"]`).textContent()).toBe('resumed 1');
     expect(await page.locator(`tr[data-session="${b}"] .chip[data-verdict="epoch_mismatch"]`).textContent()).toBe('epoch_mismatch 1');
+    // The principal column: each session's principal tag, second after the session's.
+    expect(await page.locator('#sessions thead th').evaluateAll((ths) => ths.map((th) => th.textContent))).toEqual(['Session', 'Principal', 'Route', 'State', 'Age', 'Streams', 'Resume verdicts']);
+    expect(await page.locator(`tr[data-session="${a}"] td.principal`).textContent()).toBe(alice);
+    expect(await page.locator(`tr[data-session="${b}"] td.principal`).textContent()).toBe(bob);
     await page.selectOption('#verdict-filter', 'epoch_mismatch');
     await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 1);
     expect(await page.locator('#sessions tbody tr').getAttribute('data-session')).toBe(b);
     await page.selectOption('#verdict-filter', '');
+    await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 2);
+    // By principal: typed (its start is enough), or by following a principal tag's link.
+    await page.fill('#principal-filter', alice.slice(0, 6));
+    await page.press('#principal-filter', 'Enter');
+    await page.waitForFunction((tag) => document.body.dataset.ready?.includes('principal=') && [...document.querySelectorAll('#sessions tbody tr')].every((r) => r.getAttribute('data-principal')!.startsWith(tag)), alice.slice(0, 6));
+    expect(await page.locator('#sessions tbody tr').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-session')))).toContain(a);
+    await page.fill('#principal-filter', 'not.a.tag');
+    await page.press('#principal-filter', 'Enter');
+    await page.waitForSelector('#principal-error:not(:empty)');
+    expect(await page.locator('#principal-error').textContent()).not.toContain('not.a.tag');
+    await page.goto(`${server.url}/#/`);
+    await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 2);
+    await page.click(`tr[data-session="${b}"] td.principal a`);
+    await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 1);
+    expect(await page.locator('#sessions tbody tr').getAttribute('data-session')).toBe(b);
+    expect(await page.inputValue('#principal-filter')).toBe(bob);
+    await page.fill('#principal-filter', '');
+    await page.press('#principal-filter', 'Enter');
     await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 2);
   });
 
@@ -45,6 +68,7 @@ describe.skipIf(chromiumMissing !== undefined)(`the inspector page in Chromium${
     await page.click(`a[href="#/session/${a}"]`);
     await page.waitForSelector('svg.timeline');
     expect(await page.locator('#session-tag').textContent()).toBe(a);
+    expect(await page.locator('#session-principal').textContent()).toBe(alice);
     expect(await page.locator('g.lane').evaluateAll((gs) => gs.map((g) => g.getAttribute('data-lane')))).toEqual(['0', '1']);
     expect(await page.locator('g.lane[data-lane="1"] g.mark').count()).toBe(7);
     expect(await page.locator('g.lane[data-lane="1"] g.mark[data-kind="end"]').count()).toBe(1);
@@ -79,5 +103,6 @@ describe.skipIf(chromiumMissing !== undefined)(`the inspector page in Chromium${
     expect(problems).toEqual([]);
     const html = await page.content();
     for (const id of RAW_IDS) expect(html).not.toContain(id);
+    for (const digest of RAW_PRINCIPALS) expect(html).not.toContain(digest);
   });
 });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTENT_SECURITY_POLICY, startInspectServer } from '../src/inspect-server.js';
 import type { InspectServer } from '../src/inspect-server.js';
-import { createFixtureSource, fixtureTimelines, RAW_IDS } from './fixture-source.js';
+import { principalTag } from '@tether/session-log';
+import { createFixtureSource, fixtureTimelines, RAW_IDS, RAW_PRINCIPALS } from './fixture-source.js';
 
 const TOKEN = 'inspect-test-token-0123456789';
 const timelines = fixtureTimelines();
@@ -143,6 +144,36 @@ describe('sessions by tag only', () => {
     expect(refused.sessions.map((s) => s.tag)).toEqual([b]);
     expect((await get('/api/sessions?verdict=Bad!', bearer)).status).toBe(400);
     expect((await get('/api/sessions?limit=0', bearer)).status).toBe(400);
+  });
+
+  it("shows each session's principal by its tag and lists one principal's sessions", async () => {
+    const [alice, bob] = RAW_PRINCIPALS.map(principalTag) as [string, string];
+    const list = async (query: string): Promise<{ tag: string; principal: string }[]> => {
+      const res = await get(`/api/sessions${query}`, bearer);
+      expect(res.status, query).toBe(200);
+      const text = await res.text();
+      for (const digest of RAW_PRINCIPALS) expect(text, query).not.toContain(digest);
+      return ((JSON.parse(text) as { sessions: { tag: string; principal: string }[] }).sessions);
+    };
+    expect((await list('')).map((s) => [s.tag, s.principal])).toEqual([[a, alice], [b, bob]]);
+    expect((await list(`?principal=${alice}`)).map((s) => s.tag)).toEqual([a]);
+    expect((await list(`?principal=${bob}&verdict=epoch_mismatch`)).map((s) => s.tag)).toEqual([b]);
+    expect(await list(`?principal=${bob}&verdict=resumed`)).toEqual([]);
+    const start = alice.slice(0, 3);
+    expect((await list(`?principal=${start}`)).map((s) => s.tag)).toEqual([[a, alice], [b, bob]].filter(([, p]) => p!.startsWith(start)).map(([t]) => t));
+    // A whole digest is matched by its tag (its first 12 characters), and is not echoed.
+    expect((await list(`?principal=${RAW_PRINCIPALS[0]}`)).map((s) => s.tag)).toEqual([a]);
+    for (const bad of ['not.a.tag', 'A'.repeat(44), 'a b', 'eyJhbGciOi.J9']) {
+      const res = await get(`/api/sessions?principal=${encodeURIComponent(bad)}`, bearer);
+      expect(res.status, bad).toBe(400);
+      const body = (await res.json()) as { error: { message: string } };
+      expect(body.error.message).toMatch(/^principal: a principal tag/);
+      expect(body.error.message).not.toContain(bad);
+    }
+    const timeline = await get(`/api/sessions/${b}`, bearer);
+    const text = await timeline.text();
+    expect((JSON.parse(text) as { session: { principal: string } }).session.principal).toBe(bob);
+    expect(text).not.toContain(RAW_PRINCIPALS[1]);
   });
 
   it('answers a timeline and a chain check by tag; 404 for an unknown tag', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeAuditEvent, SessionLog } from '@tether/session-log';
+import { encodeAuditEvent, identityPrincipal, principalDigest, principalTag, SessionLog } from '@tether/session-log';
 import type { AuditEvent } from '@tether/session-log';
 import { listSessions, openInspectAccess, sessionTag } from '@tether/inspect';
 import type { InspectAccess, SessionFilter } from '@tether/inspect';
@@ -22,6 +22,10 @@ let log: SessionLog;
 let access: InspectAccess;
 const namespace = `lst${process.pid}`;
 const ids: Record<string, string> = {};
+/** Two principals as the gateways make them: an OAuth identity (its sessions outlive token refreshes) and a plain token's digest. */
+const alice = identityPrincipal('https://issuer.test', 'alice');
+const bob = principalDigest('bob-token');
+const principalOf = (name: string): string => (['a', 'c', 'e', 'quiet', 'gone'].includes(name) ? alice : bob);
 
 beforeAll(async () => {
   nats = await startNatsServer();
@@ -32,7 +36,7 @@ beforeAll(async () => {
     for (const e of events) await access.js.publish(access.subjects.audit(ids[name]!), encodeAuditEvent({ v: 1, atMs: base, instance: 'gw-t', kind: 'post', ...e }));
   };
   for (const [name, route] of [['a', '/mcp'], ['b', '/mcp'], ['c', '/other'], ['d', '/mcp'], ['e', '/other'], ['tie1', '/mcp'], ['tie2', '/mcp'], ['garbled', '/mcp'], ['quiet', '/mcp'], ['gone', '/mcp'], ['gone-closed', '/other']] as const) {
-    ids[name] = (await log.createSession('p', { route })).sessionId;
+    ids[name] = (await log.createSession(principalOf(name), { route })).sessionId;
   }
   await audit('a', [{ kind: 'initialize', atMs: base - 5_000 }, { kind: 'resume', verdict: 'resumed', atMs: base + 60_000 }]);
   await audit('b', [{ kind: 'initialize', atMs: base - 9_000 }, { kind: 'resume', verdict: 'truncated', atMs: base - 8_000 }]);
@@ -59,7 +63,7 @@ describe('listSessions', () => {
   it('lists from the registry and the listed sessions\' events exactly as the full pass does', async () => {
     const known = await scanSessions(access);
     expect(known.find((s) => s.sessionId === ids['gone'])?.record).toBeUndefined();
-    const filters: SessionFilter[] = [{}, { limit: 1 }, { limit: 3 }, { limit: 6 }, { limit: 10_000 }, { state: 'active' }, { state: 'active', limit: 2 }, { state: 'nonsense' }, { route: '/other' }, { route: '/mcp', limit: 4 }, { route: '/none' }, { state: 'closed' }, { state: 'expired' }, { verdict: 'resumed' }];
+    const filters: SessionFilter[] = [{}, { limit: 1 }, { limit: 3 }, { limit: 6 }, { limit: 10_000 }, { state: 'active' }, { state: 'active', limit: 2 }, { state: 'nonsense' }, { route: '/other' }, { route: '/mcp', limit: 4 }, { route: '/none' }, { state: 'closed' }, { state: 'expired' }, { verdict: 'resumed' }, { principal: principalTag(alice) }, { principal: principalTag(bob), limit: 2 }, { principal: principalTag(alice).slice(0, 2), state: 'active' }, { principal: alice }, { principal: principalTag(bob), route: '/other' }, { principal: principalTag(alice), verdict: 'resumed' }, { principal: principalTag(bob), state: 'closed' }];
     for (const filter of filters) {
       const full = await listFromEveryEvent(access, filter, known);
       expect({ filter, rows: await listSessions(access, filter) }).toEqual({ filter, rows: full });
@@ -77,5 +81,17 @@ describe('listSessions', () => {
     expect(all.find((r) => r.tag === tag('garbled'))).toMatchObject({ verdicts: { resumed: 1 } });
     expect(all.slice(1, 5).map((r) => r.tag)).toEqual([tag('garbled'), tag('a'), tag('tie1'), tag('tie2')]);
     expect((await listSessions(access, { limit: 2 })).map((r) => r.tag)).toEqual([tag('gone'), tag('garbled')]);
+    // Each row names its principal by its tag, never by the digest; forgotten sessions have none.
+    for (const row of all) {
+      const name = Object.keys(ids).find((n) => tag(n) === row.tag)!;
+      expect({ name, principal: row.principal }).toEqual({ name, principal: ['gone', 'gone-closed'].includes(name) ? '' : principalTag(principalOf(name)) });
+    }
+    expect(principalTag(alice)).toHaveLength(12);
+    for (const digest of [alice, bob]) expect(JSON.stringify(all)).not.toContain(digest);
+    const alices = (await listSessions(access, { principal: principalTag(alice) })).map((r) => r.tag);
+    expect(alices.sort()).toEqual(['a', 'c', 'e', 'quiet'].map(tag).sort());
+    // A whole digest finds the same sessions as its tag: only a tag's length is compared.
+    expect((await listSessions(access, { principal: alice })).map((r) => r.tag).sort()).toEqual(alices);
+    expect((await listSessions(access, { principal: `${principalTag(alice)}x` })).map((r) => r.tag).sort()).toEqual(alices);
   });
 });

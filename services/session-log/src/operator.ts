@@ -5,13 +5,14 @@
  * `natsOperator` tether-inspect and tether-admin run against NATS, on the
  * service's own connection and names, so both ways give the same answers.
  * Authentication is the interceptor's (auth.ts): only operator tokens reach
- * these handlers.
+ * these handlers. A session row's `principal_tag` is `principalTag` of its
+ * registry record (summaryToWire of the read model's row): never the digest.
  */
 import { Metadata, status } from '@grpc/grpc-js';
 import type { handleUnaryCall, sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import { encodeStatusDetails, ErrorDetail } from '@tether/cursor-proto';
 import type { OperatorServiceServer } from '@tether/cursor-proto/operator';
-import { checkToWire, InspectError, InspectErrorCode, isInspectError, natsOperator, openInspectAccess, scrub, summaryToWire, timelineToWire } from '@tether/inspect';
+import { checkToWire, InspectError, InspectErrorCode, isInspectError, isPrincipalFilter, natsOperator, openInspectAccess, PRINCIPAL_FILTER_ALLOWED, scrub, summaryToWire, timelineToWire } from '@tether/inspect';
 import type { Operator } from '@tether/inspect';
 import type { SessionLog } from '@tether/session-log';
 import type { Logger } from 'pino';
@@ -46,10 +47,13 @@ export function createOperatorHandlers(operator: Operator, logger: Logger): Oper
       for (const [name, value] of [['verdict', req.verdict], ['state', req.state], ['route', req.route]] as const) {
         if (value !== undefined && !TEXT.test(value)) throw invalid(`invalid ${name} filter; allowed: 1 to 128 of A-Z a-z 0-9 _ / . : -`);
       }
+      // Not echoed, nor logged: a token sent here by mistake goes no further.
+      if (req.principal !== undefined && !isPrincipalFilter(req.principal)) throw invalid(`invalid principal filter; allowed: ${PRINCIPAL_FILTER_ALLOWED}`);
       const sessions = await operator.listSessions({
         ...(req.verdict === undefined ? {} : { verdict: req.verdict }),
         ...(req.state === undefined ? {} : { state: req.state }),
         ...(req.route === undefined ? {} : { route: req.route }),
+        ...(req.principal === undefined ? {} : { principal: req.principal }),
         ...(limit === undefined ? {} : { limit }),
       });
       return { sessions: sessions.map(summaryToWire) };

@@ -73,20 +73,51 @@ function verdictChips(verdicts: Readonly<Record<string, number>>): HTMLElement {
 
 // ---------------------------------------------------------------- sessions
 
-async function showSessions(verdict: string): Promise<void> {
-  const q = verdict === '' ? '' : `?verdict=${encodeURIComponent(verdict)}`;
+/** What the principal filter takes (the server checks it too): a principal tag or its start, up to a whole digest. */
+const PRINCIPAL_FILTER = /^[A-Za-z0-9_-]{1,43}$/;
+
+/** The list's address with its filters: `#/`, `#/?verdict=…&principal=…`. */
+function listHash(filters: { readonly verdict: string; readonly principal: string }): string {
+  const q = new URLSearchParams();
+  if (filters.verdict !== '') q.set('verdict', filters.verdict);
+  if (filters.principal !== '') q.set('principal', filters.principal);
+  const text = q.toString();
+  return text === '' ? '#/' : `#/?${text}`;
+}
+
+/** A principal tag, linked to the list of that principal's sessions; `—` when the registry forgot the session. */
+function principalCell(principal: string): Child {
+  return principal === '' ? h('span', { class: 'muted', title: 'unknown: the registry no longer holds this session' }, '—') : h('a', { href: listHash({ verdict: '', principal }), title: 'this principal\'s sessions' }, principal);
+}
+
+async function showSessions(verdict: string, principal: string): Promise<void> {
+  const q = listHash({ verdict, principal }).slice(2);
   const { sessions, verdicts } = await api<{ sessions: SessionSummary[]; verdicts: string[] }>(`/api/sessions${q}`);
   const select = h('select', { id: 'verdict-filter', 'aria-label': 'filter by resume verdict' }, h('option', { value: '' }, 'any verdict'));
   for (const v of verdicts) select.append(h('option', { value: v }, v));
   select.value = verdict;
   select.addEventListener('change', () => {
-    window.location.hash = select.value === '' ? '#/' : `#/?verdict=${encodeURIComponent(select.value)}`;
+    window.location.hash = listHash({ verdict: select.value, principal });
+  });
+  const input = h('input', { id: 'principal-filter', type: 'search', placeholder: 'any principal', maxlength: 43, size: 16, spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter by principal tag' });
+  input.value = principal;
+  const inputError = h('span', { class: 'error', id: 'principal-error' });
+  input.addEventListener('change', () => {
+    const value = input.value.trim();
+    if (value !== '' && !PRINCIPAL_FILTER.test(value)) {
+      // Not echoed: a token pasted here by mistake stays out of the page.
+      inputError.textContent = 'a principal tag or its start: 1 to 43 of A-Z a-z 0-9 _ -';
+      return;
+    }
+    inputError.textContent = '';
+    window.location.hash = listHash({ verdict, principal: value });
   });
   const rows = sessions.map((x) =>
     h(
       'tr',
-      { 'data-session': x.tag },
+      { 'data-session': x.tag, 'data-principal': x.principal },
       h('td', { class: 'mono' }, h('a', { href: `#/session/${x.tag}` }, x.tag)),
+      h('td', { class: 'mono principal' }, principalCell(x.principal)),
       h('td', { class: 'mono' }, x.route ?? '—'),
       h('td', {}, h('span', { class: `chip state-${x.state}` }, x.state)),
       h('td', { class: 'num', title: new Date(x.createdAtMs).toISOString() }, age(x.createdAtMs)),
@@ -97,12 +128,21 @@ async function showSessions(verdict: string): Promise<void> {
   const table = h(
     'table',
     { id: 'sessions' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'Session'), h('th', {}, 'Route'), h('th', {}, 'State'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num' }, 'Streams'), h('th', {}, 'Resume verdicts'))),
+    h('thead', {}, h('tr', {}, h('th', {}, 'Session'), h('th', {}, 'Principal'), h('th', {}, 'Route'), h('th', {}, 'State'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num' }, 'Streams'), h('th', {}, 'Resume verdicts'))),
     h('tbody', {}, ...rows),
   );
   app().replaceChildren(
     h('h1', {}, 'Sessions'),
-    h('div', { class: 'toolbar' }, h('label', { for: 'verdict-filter' }, 'Resumes with verdict'), select, h('span', { class: 'muted', id: 'session-count' }, `${sessions.length} session${sessions.length === 1 ? '' : 's'}`)),
+    h(
+      'div',
+      { class: 'toolbar' },
+      h('label', { for: 'verdict-filter' }, 'Resumes with verdict'),
+      select,
+      h('label', { for: 'principal-filter' }, 'Principal'),
+      input,
+      inputError,
+      h('span', { class: 'muted', id: 'session-count' }, `${sessions.length} session${sessions.length === 1 ? '' : 's'}`),
+    ),
     sessions.length === 0 ? h('p', { class: 'muted' }, 'No sessions.') : table,
   );
 }
@@ -371,6 +411,7 @@ async function showSession(tag: string): Promise<void> {
     h(
       'div',
       { class: 'summary' },
+      field('principal', h('code', { id: 'session-principal' }, principalCell(x.principal))),
       field('route', h('code', {}, x.route ?? '—')),
       field('state', h('span', { class: `chip state-${x.state}` }, x.state)),
       field('started', `${clock(x.createdAtMs)} (${age(x.createdAtMs)} ago)`),
@@ -398,7 +439,10 @@ async function route(): Promise<void> {
   try {
     const session = /^\/session\/([A-Za-z0-9_-]+)$/.exec(hash);
     if (session !== null) await showSession(session[1]!);
-    else await showSessions(new URLSearchParams(hash.split('?')[1] ?? '').get('verdict') ?? '');
+    else {
+      const filters = new URLSearchParams(hash.split('?')[1] ?? '');
+      await showSessions(filters.get('verdict') ?? '', filters.get('principal') ?? '');
+    }
   } catch (err) {
     app().replaceChildren(h('p', { class: 'error', id: 'load-error' }, `Could not load: ${(err as Error).message}`), h('p', {}, h('a', { href: '#/' }, '← all sessions')));
   }

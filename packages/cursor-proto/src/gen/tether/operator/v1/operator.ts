@@ -33,7 +33,9 @@ export const protobufFileName = "tether/operator/v1/operator.proto";
  * WHAT IT SHOWS
  * Metadata only: a session is named by its tag (`s_` and 12 characters, a
  * keyed digest of its id, as in the services' log lines), never by its id;
- * an event by its kind, size, position and writer, never its payload.
+ * its principal by a tag too (12 characters of the principal digest), never
+ * the digest or a token; an event by its kind, size, position and writer,
+ * never its payload.
  * Connections and resume verdicts come from the audit events the gateways
  * and the session-log service record (RecordAudit in the cursor API).
  *
@@ -84,6 +86,14 @@ export interface SessionSummary {
    * `truncated`, …).
    */
   verdicts: { [key: string]: number };
+  /**
+   * The tag of the principal that opened it: the first 12 characters of the
+   * principal digest in its registry record (`principalTag`), the same for
+   * every session of one user (with OAuth, across token refreshes). Never the
+   * digest in full, never a token. Empty when the registry no longer holds
+   * the session (`expired`).
+   */
+  principalTag: string;
 }
 
 export interface SessionSummary_VerdictsEntry {
@@ -219,6 +229,12 @@ export interface ListSessionsRequest {
     | undefined;
   /** At most this many, newest first: 1 to 10000; 0 means 50. */
   limit: number;
+  /**
+   * Only sessions whose principal tag starts with this: 1 to 43 base64url
+   * characters. Only its first 12 (a tag's length) are compared, so no
+   * filter can read more of a digest than a tag shows.
+   */
+  principal?: string | undefined;
 }
 
 export interface ListSessionsResponse {
@@ -267,7 +283,16 @@ export interface DrainInstanceResponse {
 }
 
 function createBaseSessionSummary(): SessionSummary {
-  return { tag: "", route: undefined, state: "", createdAtMs: 0, touchedAtMs: undefined, streams: 0, verdicts: {} };
+  return {
+    tag: "",
+    route: undefined,
+    state: "",
+    createdAtMs: 0,
+    touchedAtMs: undefined,
+    streams: 0,
+    verdicts: {},
+    principalTag: "",
+  };
 }
 
 export const SessionSummary: MessageFns<SessionSummary> = {
@@ -293,6 +318,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     globalThis.Object.entries(message.verdicts).forEach(([key, value]: [string, number]) => {
       SessionSummary_VerdictsEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
     });
+    if (message.principalTag !== "") {
+      writer.uint32(66).string(message.principalTag);
+    }
     return writer;
   },
 
@@ -368,6 +396,14 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             }
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.principalTag = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -400,6 +436,7 @@ export const SessionSummary: MessageFns<SessionSummary> = {
       },
       {},
     );
+    message.principalTag = object.principalTag ?? "";
     return message;
   },
 };
@@ -1337,7 +1374,7 @@ export const ChainCheck: MessageFns<ChainCheck> = {
 };
 
 function createBaseListSessionsRequest(): ListSessionsRequest {
-  return { verdict: undefined, state: undefined, route: undefined, limit: 0 };
+  return { verdict: undefined, state: undefined, route: undefined, limit: 0, principal: undefined };
 }
 
 export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
@@ -1353,6 +1390,9 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(32).uint32(message.limit);
+    }
+    if (message.principal !== undefined) {
+      writer.uint32(42).string(message.principal);
     }
     return writer;
   },
@@ -1402,6 +1442,14 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
             message.limit = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.principal = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1423,6 +1471,7 @@ export const ListSessionsRequest: MessageFns<ListSessionsRequest> = {
     message.state = object.state ?? undefined;
     message.route = object.route ?? undefined;
     message.limit = object.limit ?? 0;
+    message.principal = object.principal ?? undefined;
     return message;
   },
 };
