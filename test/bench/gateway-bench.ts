@@ -10,7 +10,10 @@
  * 4. gateway RSS per idle SSE stream at 1,000 and 10,000 open, beside the bare
  *    Node.js proxy's;
  * 5. takeover after SIGKILL of the writer: from the kill to the next event at
- *    a client that resumed on another gateway, beside today's lease TTL.
+ *    a client that resumed on another gateway, beside today's lease TTL;
+ * 6. what `--auth jwt` adds per request: figure 1's rows through a gateway
+ *    that verifies Bearer JWTs from a real issuer, in one rotation with two
+ *    gateways without auth, warm tokens and fresh ones (gateway/auth-latency.ts).
  *
  * Real processes on loopback: a private nats-server, the official-SDK upstream
  * (one process answering SSE, one JSON), the gateway as its own process
@@ -22,8 +25,11 @@
  * (progress on stderr, results on stdout) and writes
  * bench-results/gateway-bench.json. Never asserts.
  *
- * Knobs (environment): BENCH_GATEWAY_ONLY=latency,events,throughput,rss,takeover
+ * Knobs (environment): BENCH_GATEWAY_ONLY=latency,auth,events,throughput,rss,takeover
  * (default all); BENCH_GATEWAY_CALLS (figure 1, default 500);
+ * BENCH_GATEWAY_AUTH_CALLS (figure 6's warm rows, default 2000: the added
+ * time is a fraction of a millisecond); BENCH_GATEWAY_FRESH_TOKENS (figure
+ * 6's fresh-token row, default 2000);
  * BENCH_GATEWAY_ROUNDS (figure 3, default 3); BENCH_GATEWAY_STREAMS
  * (figure 4 levels, default 1000,10000); BENCH_GATEWAY_CPU_PROF=<dir> (run
  * the gateways with --cpu-prof, profiles written there when they exit);
@@ -37,6 +43,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, release, totalmem, type } from 'node:os';
 import { resolve } from 'node:path';
 import { connect } from '@nats-io/transport-node';
+import { authSummaryRows, measureAuthLatency, renderAuthLatency } from './gateway/auth-latency.js';
+import type { AuthLatencyRow, FreshTokens } from './gateway/auth-latency.js';
 import { measureIdleStreamsOn, renderIdleStreams } from './gateway/idle-streams.js';
 import type { IdleStreamsResult } from './gateway/idle-streams.js';
 import { measureLatencyRows, measureNatsRoundTrips, renderLatency } from './gateway/latency.js';
@@ -58,8 +66,10 @@ import { measureGatewayThroughput, ThroughputTarget } from './gateway/throughput
 import type { ThroughputRow } from './gateway/throughput.js';
 import { int, ms, progress, ratio, table } from './stats.js';
 
-const PHASES = new Set((process.env['BENCH_GATEWAY_ONLY'] ?? 'latency,events,throughput,rss,takeover').split(',').map((p) => p.trim()));
+const PHASES = new Set((process.env['BENCH_GATEWAY_ONLY'] ?? 'latency,auth,events,throughput,rss,takeover').split(',').map((p) => p.trim()));
 const CALLS = Number(process.env['BENCH_GATEWAY_CALLS'] ?? 500);
+const AUTH_CALLS = Number(process.env['BENCH_GATEWAY_AUTH_CALLS'] ?? 2000);
+const FRESH_TOKENS = Number(process.env['BENCH_GATEWAY_FRESH_TOKENS'] ?? 2000);
 const ROUNDS = Number(process.env['BENCH_GATEWAY_ROUNDS'] ?? 3);
 const STREAM_LEVELS = (process.env['BENCH_GATEWAY_STREAMS'] ?? '1000,10000').split(',').map(Number);
 const CPU_PROF_DIR = process.env['BENCH_GATEWAY_CPU_PROF'];
@@ -78,6 +88,7 @@ const TARGET = {
   rssPerStreamKiB: 20,
   takeoverP50Ms: 300,
   takeoverP99Ms: 1000,
+  authAddedP50Ms: 0.05,
 } as const;
 
 interface Results {
@@ -93,6 +104,9 @@ interface Results {
   /** Figure 4 on the bare Node.js proxy, at the same levels. */
   nodeProxyIdle: IdleStreamsResult | undefined;
   takeover: TakeoverResult | undefined;
+  /** Figure 6: with and without `--auth jwt`. */
+  auth: AuthLatencyRow[];
+  authFresh: FreshTokens | undefined;
 }
 
 async function main(): Promise<void> {
@@ -103,7 +117,7 @@ async function main(): Promise<void> {
   const waitedS = (performance.now() - waitStarted) / 1000;
   progress('starting nats-server, upstreams');
   const stack = await startBenchStack();
-  const results: Results = { nginx: undefined, nodeProxy: undefined, latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined, nodeProxyIdle: undefined, takeover: undefined };
+  const results: Results = { nginx: undefined, nodeProxy: undefined, latency: [], natsRoundTrips: undefined, perEvent: undefined, throughput: [], idle: undefined, nodeProxyIdle: undefined, takeover: undefined, auth: [], authFresh: undefined };
   let machine: Record<string, unknown> = {};
   let failure: unknown;
   let nginx: NginxProxy | undefined;
@@ -154,7 +168,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${header}\n\n`);
     const nodeArgs = CPU_PROF_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${resolve(CPU_PROF_DIR)}`];
 
-    if (PHASES.has('latency') || PHASES.has('events') || PHASES.has('throughput')) {
+    if (PHASES.has('latency') || PHASES.has('auth') || PHASES.has('events') || PHASES.has('throughput')) {
       const gw = await stack.startGateway({ name: 'gw-bench', nodeArgs, args: ['--route', `/json=${stack.jsonUpstream.url}`] });
       const sseVia = `${gw.origin}/mcp`;
       const jsonVia = `${gw.origin}/json`;
@@ -174,6 +188,10 @@ async function main(): Promise<void> {
           onRow: (row) => results.latency.push(row),
         });
         results.natsRoundTrips = await measureNatsRoundTrips(stack.nats.url, 300);
+      }
+      if (PHASES.has('auth')) {
+        const on = { stack, nodeArgs, processes, warmup: 50, calls: AUTH_CALLS, freshCalls: FRESH_TOKENS };
+        results.authFresh = await measureAuthLatency({ ...on, onRow: (row) => results.auth.push(row) });
       }
       if (PHASES.has('events')) {
         progress('per-event: stream_progress 1 vs 200 events');
@@ -360,6 +378,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
     ]);
     summary.push([`takeover, p99`, `${ms(t.toNextEventMs.p99)} ms`, ttl, '', `≤ ${TARGET.takeoverP99Ms / 1000} s`, judge(t.toNextEventMs.p99, TARGET.takeoverP99Ms)]);
   }
+  summary.push(...authSummaryRows(r.auth, TARGET.authAddedP50Ms, verdict));
   out.push('## Summary (DESIGN section 12 targets)', '', table(['figure', 'gateway', 'baseline (same run)', 'ratio', 'target', ''], summary), '');
   if (r.idle?.cappedBecause !== undefined) out.push(`Idle streams capped: ${r.idle.cappedBecause}.`, '');
 
@@ -431,6 +450,7 @@ function render(r: Results, runtimeS: number, waitedS: number): string {
   }
   if (r.idle !== undefined) out.push(...renderIdleStreams(r.idle, r.nodeProxyIdle));
   if (r.takeover !== undefined) out.push(...renderTakeover(r.takeover));
+  out.push(...renderAuthLatency(r.auth, r.authFresh, TARGET.authAddedP50Ms));
   out.push(`runtime: ${runtimeS.toFixed(0)} s, of which ${waitedS.toFixed(0)} s waiting for a quiet machine`);
   return out.join('\n');
 }

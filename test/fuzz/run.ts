@@ -1,7 +1,8 @@
 /**
  * `npm run fuzz -- --cases N --seed S`: the fuzz suites of `npm test`
  * (test/fuzz: the gateway's HTTP surface and the session-log service's gRPC
- * surface, each against real processes, and the SDK's stores in process:
+ * surface, each against real processes, the gateway's token validation
+ * (`--auth jwt`, against a real issuer), and the SDK's stores in process:
  * the EventStore, the durable task store, writer presence and the session
  * router, each on a real nats-server) with many more cases and another
  * seed. It scales every property's run count by the same factor
@@ -15,11 +16,11 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * Cases the suites run at factor 1 (what `npm test` runs; printed by each
- * suite as `fuzz <suite>: seed S, N cases`): gateway 562, gRPC 1,200, SDK
- * 590. A guide for the factor only: the total printed at the end is what
- * actually ran.
+ * suite as `fuzz <suite>: seed S, N cases`): gateway 562, gateway-auth
+ * 350, gRPC 1,200, SDK 590. A guide for the factor only: the total printed
+ * at the end is what actually ran.
  */
-const CASES_AT_FACTOR_1 = 2_352;
+const CASES_AT_FACTOR_1 = 2_702;
 const DEFAULT_SEED = 0x7e7e4;
 
 const USAGE = `Usage: npm run fuzz -- [--cases N] [--seed S]
@@ -28,8 +29,9 @@ const USAGE = `Usage: npm run fuzz -- [--cases N] [--seed S]
   --seed S    the fast-check seed (an integer; default ${DEFAULT_SEED}, npm test's)
 
 Runs test/fuzz (the gateway's HTTP surface and the session-log service's gRPC
-surface, against real nats-server and service processes, and the SDK's stores
-and session router on a real nats-server) with every property's run count
+surface, against real nats-server and service processes, the gateway's token
+validation against a real issuer, and the SDK's stores and session router on
+a real nats-server) with every property's run count
 scaled to reach N; NATS_SERVER_BIN picks the server.`;
 
 function parse(argv: readonly string[]): { cases: number; seed: number } {

@@ -5,3 +5,7 @@ export type { GatewayConfig, Route } from './config.js';
 export { createLocalLog } from './log/local-log.js';
 export { openLog } from './log/open-log.js';
 export type { LogPort } from './log/log-port.js';
+export { createAuthenticator } from './auth/authenticator.js';
+export type { Authenticator, Caller } from './auth/authenticator.js';
+export { AuthError, AuthErrorCode, isAuthError } from './auth/auth-error.js';
+export type { AuthConfig, AuthMode, UpstreamAuth } from './auth/auth-config.js';

@@ -258,9 +258,16 @@ export function renderLatency(rows: readonly LatencyRow[], natsRoundTrips: { pub
   ];
 }
 
-async function caller(kind: 'sdk' | 'raw', url: string): Promise<{ call: Call; close: () => Promise<void> }> {
+/**
+ * A client of `kind` on one session at `url`, and its timed `echo` call.
+ * `authorization`, when given, gives the `Authorization` value: the raw
+ * client asks for it on every request (the same token, or a fresh one each
+ * time); the SDK client asks once and sends it on every request, as an
+ * application that configured its transport's headers does.
+ */
+export async function caller(kind: 'sdk' | 'raw', url: string, authorization?: () => string): Promise<{ call: Call; close: () => Promise<void> }> {
   if (kind === 'sdk') {
-    const sdk = await connectSdkClient(url);
+    const sdk = await connectSdkClient(url, authorization === undefined ? {} : { headers: { authorization: authorization() } });
     return {
       call: async () => {
         const start = performance.now();
@@ -275,7 +282,7 @@ async function caller(kind: 'sdk' | 'raw', url: string): Promise<{ call: Call; c
       },
     };
   }
-  const ep = createEndpoint(url);
+  const ep = createEndpoint(url, authorization === undefined ? undefined : () => ({ authorization: authorization() }));
   const sessionId = await initialize(ep);
   let id = 0;
   return {

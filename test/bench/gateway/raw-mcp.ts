@@ -13,10 +13,12 @@ export const PROTOCOL_VERSION = '2025-11-25';
 export interface Endpoint {
   readonly url: URL;
   readonly agent: Agent;
+  /** Headers added to every request, asked for per request (a client's `Authorization`, fresh or reused). */
+  readonly headers?: () => Readonly<Record<string, string>>;
 }
 
-export function createEndpoint(url: string): Endpoint {
-  return { url: new URL(url), agent: new Agent({ keepAlive: true, maxSockets: Infinity }) };
+export function createEndpoint(url: string, headers?: () => Readonly<Record<string, string>>): Endpoint {
+  return { url: new URL(url), agent: new Agent({ keepAlive: true, maxSockets: Infinity }), ...(headers === undefined ? {} : { headers }) };
 }
 
 /** What one POST got back. Times are `performance.now()` values. */
@@ -55,7 +57,7 @@ function headersFor(sessionId: string | undefined, extra: Record<string, string>
  */
 export async function post(ep: Endpoint, sessionId: string | undefined, message: Record<string, unknown>): Promise<PostResult> {
   const expectId = message['id'];
-  const res = await send(ep.url, ep.agent, 'POST', headersFor(sessionId), JSON.stringify(message));
+  const res = await send(ep.url, ep.agent, 'POST', headersFor(sessionId, ep.headers?.()), JSON.stringify(message));
   const contentType = String(res.headers['content-type'] ?? '');
   const sid = res.headers['mcp-session-id'];
   let responseAt = Number.NaN;
@@ -130,7 +132,7 @@ export interface IdleStream {
  * finished setting it up. Heartbeats are read and dropped afterwards.
  */
 export function openGet(ep: Endpoint, agent: Agent, sessionId: string, lastEventId?: string, timeoutMs = 30_000): Promise<IdleStream> {
-  const headers: Record<string, string> = { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL_VERSION };
+  const headers: Record<string, string> = { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL_VERSION, ...ep.headers?.() };
   if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
   return new Promise((resolve, reject) => {
     const req = request({ host: ep.url.hostname, port: ep.url.port, path: ep.url.pathname, method: 'GET', headers, agent });

@@ -45,6 +45,8 @@ export interface GatewayOptions {
   readonly args?: readonly string[];
   /** Extra node flags (`--cpu-prof`, ...). */
   readonly nodeArgs?: readonly string[];
+  /** Port to listen on; default 0 (any free one). A gateway whose own URL is its `--auth-audience` needs it known first. */
+  readonly port?: number;
 }
 
 export interface BenchStack {
@@ -75,7 +77,7 @@ export async function startBenchStack(): Promise<BenchStack> {
       async startGateway(options) {
         const proc = await startServiceProcess({
           name: options.name,
-          ...withOpenFiles([...(options.nodeArgs ?? []), GATEWAY_MAIN, '--port', '0', '--nats', nats.url, '--upstream', sseUpstream.url, '--instance-id', options.name, ...(options.args ?? [])]),
+          ...withOpenFiles([...(options.nodeArgs ?? []), GATEWAY_MAIN, '--port', String(options.port ?? 0), '--nats', nats.url, '--upstream', sseUpstream.url, '--instance-id', options.name, ...(options.args ?? [])]),
           readyLine: (json) => json.msg === 'listening',
         });
         started.push(proc);

@@ -31,6 +31,12 @@ export interface Authenticator {
 
 /** `Bearer <token68>` (RFC 6750 section 2.1); the scheme is case-insensitive. */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+/**
+ * A compact JWS: three base64url segments, no padding (RFC 7515 section 2).
+ * Checked before jose, which would decode a padded signature to the same
+ * bytes: `<token>==` must not be a second spelling of a token.
+ */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 export function createAuthenticator(config: AuthConfig): Authenticator {
   if (config.mode === 'none') {
@@ -52,6 +58,7 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
       if (authorization === undefined || authorization === '') throw invalidToken('missing', 'the request has no access token (Authorization: Bearer <token>)');
       const token = BEARER.exec(authorization)?.[1];
       if (token === undefined) throw invalidToken('malformed', 'the Authorization header is not of the form Bearer <token>');
+      if (config.mode === 'jwt' && !COMPACT_JWS.test(token)) throw invalidToken('malformed', 'the access token is not a well-formed signed JWT (three base64url segments)');
       const identity: Identity = await verifier.verify(token);
       requireScopes(identity, config.scopes);
       return {
