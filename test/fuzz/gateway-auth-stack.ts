@@ -4,7 +4,7 @@ import type { Gateway } from '@tether/gateway';
 import { createRootLogger } from '@tether/telemetry';
 import { getFreePort, startAuthorizationServer, startMcpUpstream, startNatsServer } from '@tether/testing';
 import type { AuthorizationServer, McpUpstream, NatsServer } from '@tether/testing';
-import { ANSWER_MS, OPEN_STREAM_READ_MS, sendBounded } from './gateway-stack.js';
+import { ANSWER_MS, healthz, OPEN_STREAM_READ_MS, sendBounded } from './gateway-stack.js';
 import type { WireRequest, WireResponse } from './gateway-stack.js';
 
 /**
@@ -85,13 +85,7 @@ export async function startAuthGatewayStack(): Promise<AuthGatewayStack> {
     send: (req, openStreamReadMs = OPEN_STREAM_READ_MS) => sendBounded(origin, req, openStreamReadMs),
     async healthy() {
       if (!gateway.server.listening) return { ok: false, why: 'the gateway stopped listening' };
-      try {
-        const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(ANSWER_MS) });
-        await res.arrayBuffer();
-        return res.status === 200 ? { ok: true } : { ok: false, why: `/healthz answered ${res.status}` };
-      } catch (err) {
-        return { ok: false, why: `/healthz failed: ${(err as Error).message}` };
-      }
+      return healthz(origin);
     },
     async stop() {
       try {

@@ -50,6 +50,17 @@ export interface WireResponse {
   readonly elapsedMs: number;
 }
 
+/** GET /healthz within ANSWER_MS: what both gateway stacks (with and without `--auth`) call healthy. */
+export async function healthz(origin: string): Promise<{ ok: true } | { ok: false; why: string }> {
+  try {
+    const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(ANSWER_MS) });
+    await res.arrayBuffer();
+    return res.status === 200 ? { ok: true } : { ok: false, why: `/healthz answered ${res.status}` };
+  } catch (err) {
+    return { ok: false, why: `/healthz failed: ${(err as Error).message}` };
+  }
+}
+
 /** The request got no answer (headers or a complete non-stream body) within ANSWER_MS, or the connection failed. */
 export class NoAnswer extends Error {
   override readonly name = 'NoAnswer';
@@ -132,13 +143,7 @@ export async function startGatewayStack(): Promise<GatewayStack> {
     },
     async healthy() {
       if (exited !== undefined) return { ok: false, why: exited };
-      try {
-        const res = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(ANSWER_MS) });
-        await res.arrayBuffer();
-        return res.status === 200 ? { ok: true } : { ok: false, why: `/healthz answered ${res.status}` };
-      } catch (err) {
-        return { ok: false, why: `/healthz failed: ${(err as Error).message}` };
-      }
+      return healthz(origin);
     },
     async stop() {
       const status = await gateway.stop('SIGTERM', 10_000);

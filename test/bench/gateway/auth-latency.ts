@@ -18,7 +18,7 @@ import type { AuthorizationServer } from '@tether/testing';
 import { ms, progress, table } from '../stats.js';
 import type { Processes } from './cpu.js';
 import { withCpu } from './cpu.js';
-import { caller } from './latency.js';
+import { caller, LATENCY_ROWS } from './latency.js';
 import type { UpstreamAnswer } from './latency.js';
 import type { BenchStack, GatewayProcess } from './stack.js';
 import { summarize95 } from './summary.js';
@@ -133,13 +133,7 @@ export async function measureAuthLatency(options: AuthLatencyOptions): Promise<F
 }
 
 async function measureWith(jwt: JwtGateways, options: AuthLatencyOptions): Promise<FreshTokens> {
-  const rows: [string, 'sdk' | 'raw', UpstreamAnswer][] = [
-    ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse'],
-    ['SDK client, JSON upstream (pass-through)', 'sdk', 'json'],
-    ['raw client, SSE upstream (logged stream)', 'raw', 'sse'],
-    ['raw client, JSON upstream (pass-through)', 'raw', 'json'],
-  ];
-  for (const [name, client, answer] of rows) {
+  for (const [name, client, answer] of LATENCY_ROWS) {
     const token = await jwt.mint(answer);
     options.onRow(await measureRow(jwt, options, name, client, answer, 'warm', () => token, options.calls));
   }

@@ -147,15 +147,16 @@ export interface LatencyRowsOptions {
   readonly onRow: (row: LatencyRow) => void;
 }
 
-/** The four rows of figure 1: SDK and raw client, each against the SSE upstream (logged) and the JSON one (pass-through). */
+/** The four rows of figure 1 (and of figure 6): SDK and raw client, each against the SSE upstream (logged) and the JSON one (pass-through). */
+export const LATENCY_ROWS: readonly (readonly [string, 'sdk' | 'raw', UpstreamAnswer])[] = [
+  ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse'],
+  ['SDK client, JSON upstream (pass-through)', 'sdk', 'json'],
+  ['raw client, SSE upstream (logged stream)', 'raw', 'sse'],
+  ['raw client, JSON upstream (pass-through)', 'raw', 'json'],
+];
+
 export async function measureLatencyRows(options: LatencyRowsOptions): Promise<void> {
-  const rows: [string, 'sdk' | 'raw', UpstreamAnswer][] = [
-    ['SDK client, SSE upstream (logged stream)', 'sdk', 'sse'],
-    ['SDK client, JSON upstream (pass-through)', 'sdk', 'json'],
-    ['raw client, SSE upstream (logged stream)', 'raw', 'sse'],
-    ['raw client, JSON upstream (pass-through)', 'raw', 'json'],
-  ];
-  for (const [name, client, answer] of rows) {
+  for (const [name, client, answer] of LATENCY_ROWS) {
     progress(`latency: ${name}, ${options.calls} calls each way`);
     const nginxUrl = options.nginx?.url(answer);
     const nodeProxyUrl = options.nodeProxy?.url(answer);
