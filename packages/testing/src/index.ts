@@ -34,6 +34,7 @@ export {
   type ClientAuthMethod,
   type TokenResponse,
 } from './authorization-server.js';
+export { ModernTools, startModernUpstream, type ModernUpstream, type ModernUpstreamOptions } from './modern-upstream.js';
 export {
   isNatsServerNotFound,
   isTestingError,

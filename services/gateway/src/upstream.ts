@@ -9,17 +9,28 @@ import type { Dispatcher } from 'undici';
 const tracer = trace.getTracer('tether-gateway');
 
 /**
- * Request headers passed to the upstream. Everything else (Host, Origin,
- * cookies, our session id, any `Tether-*` a client made up) stays here. The
- * caller's credentials come from `Caller.upstreamHeaders` (`--upstream-auth`).
+ * Request headers passed to the upstream: the MCP transport's own (both
+ * eras) and trace context. Everything else (Host, Origin, cookies, our
+ * session id, any `Tether-*` a client made up) stays here. The caller's
+ * credentials come from `Caller.upstreamHeaders` (`--upstream-auth`).
  */
-const FORWARDED = ['accept', 'content-type', HttpHeader.protocolVersion, 'traceparent', 'tracestate', 'baggage', 'user-agent'];
+const FORWARDED = ['accept', 'content-type', HttpHeader.protocolVersion, 'mcp-method', 'mcp-name', 'traceparent', 'tracestate', 'baggage', 'user-agent'];
+/**
+ * 2026-07-28 (SEP-2243) puts a tool's declared arguments in `Mcp-Param-<Name>`
+ * headers, which the upstream checks against the body: a family, not names
+ * a list can hold.
+ */
+const FORWARDED_PREFIX = 'mcp-param-';
 
 export function forwardHeaders(req: IncomingMessage, caller: Caller, upstreamSessionId: string | undefined): Record<string, string> {
   const out: Record<string, string> = { ...caller.upstreamHeaders };
   for (const name of FORWARDED) {
     const value = req.headers[name];
     if (typeof value === 'string') out[name] = value;
+  }
+  for (const name in req.headers) {
+    const value = req.headers[name];
+    if (name.startsWith(FORWARDED_PREFIX) && typeof value === 'string') out[name] = value;
   }
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') out[HttpHeader.sessionId] = upstreamSessionId;
   return out;
