@@ -70,4 +70,16 @@ describe('2026-07-28 through the gateway', () => {
     expect(seen.cookie).toBeUndefined();
     expect(seen['x-internal']).toBeUndefined();
   });
+
+  it('GET and DELETE without a session get the upstream\'s own answer (405 from a modern-only server), byte for byte', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const answer = async (url: string): Promise<[number, string | null, string]> => {
+        const res = await fetch(url, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': '2026-07-28' } });
+        return [res.status, res.headers.get('allow'), await res.text()];
+      };
+      const direct = await answer(upstream.url);
+      expect(direct[0]).toBe(405);
+      expect(await answer(stack.urls[0]!)).toEqual(direct);
+    }
+  });
 });

@@ -9,11 +9,13 @@ import { fromLogError, GatewayErrorCode, replyError, unknownSession } from '../h
 import type { Caller } from '../auth/authenticator.js';
 import { header } from '../http/request.js';
 import { callUpstream, forwardHeaders } from '../upstream.js';
+import { passThrough } from './pass-through.js';
 
 /** DELETE: forwarded, then the session is closed on every instance and its log purged. */
 export async function handleDelete(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const sessionId = header(req, HttpHeader.sessionId);
-  if (sessionId === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.transport, message: 'Bad Request: DELETE needs an Mcp-Session-Id header' });
+  // No session: nothing of ours to end; the upstream answers (a modern-only one with 405).
+  if (sessionId === undefined) return passThrough(ctx, route, caller, req, res, 'DELETE');
   if (!isSessionId(sessionId)) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
   let session: SessionRecord;
   try {

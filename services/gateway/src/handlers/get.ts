@@ -16,16 +16,18 @@ import type { CallerHeaders } from '../upstream.js';
 import { ensureListener } from '../streams/standalone.js';
 import type { ListenerResult } from '../streams/standalone.js';
 import { takeOverIfOrphaned } from '../streams/takeover.js';
+import { passThrough } from './pass-through.js';
 import { serveFromLog } from './serve-stream.js';
 
 /** GET: the session's standalone stream, or (with `Last-Event-ID`) a resume of any of its streams, on any instance. */
 export async function handleGet(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const sessionId = header(req, HttpHeader.sessionId);
+  // No session: nothing of ours to serve; the upstream answers (a modern-only one with 405).
+  if (sessionId === undefined) return passThrough(ctx, route, caller, req, res, 'GET');
   const accept = header(req, 'accept') ?? '';
   if (!accept.includes('text/event-stream') && !accept.includes('*/*')) {
     return replyError(res, { status: 406, code: GatewayErrorCode.transport, message: 'Not Acceptable: GET needs Accept: text/event-stream' });
   }
-  const sessionId = header(req, HttpHeader.sessionId);
-  if (sessionId === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.transport, message: 'Bad Request: GET needs an Mcp-Session-Id header' });
   if (!isSessionId(sessionId)) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
   const { principal } = caller;
   const lastEventId = header(req, HttpHeader.lastEventId);

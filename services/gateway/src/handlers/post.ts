@@ -12,8 +12,9 @@ import type { JsonRpcMessage } from '../http/request.js';
 import { withMessageTrace } from '../http/tracing.js';
 import { closeUnusedStream, openPostStream, startPostStream } from '../streams/post-stream.js';
 import type { OpenedStream } from '../streams/post-stream.js';
-import { callerHeaders, callUpstream, forwardHeaders, isEventStream, isIdentity, UpstreamError } from '../upstream.js';
+import { callerHeaders, callUpstream, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
+import { passThrough, upstreamFailure } from './pass-through.js';
 import { serveFromLog } from './serve-stream.js';
 
 export async function handlePost(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -30,7 +31,7 @@ export async function handlePost(ctx: GatewayContext, route: Route, caller: Call
     if (parsed.ok && parsed.messages.some(isInitialize)) return initialize(ctx, route, caller, req, res, body, parsed.messages);
     // No session and no initialize: the stateless era (2026-07-28) or a
     // client error. Either way the upstream decides; we pass it through.
-    return passThrough(ctx, route, caller, req, res, body);
+    return passThrough(ctx, route, caller, req, res, 'POST', body);
   }
   if (!isSessionId(sessionId)) {
     return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: 'Bad Request: Mcp-Session-Id is malformed (expected 22 base64url characters)' });
@@ -215,51 +216,6 @@ async function relay(res: ServerResponse, answer: UpstreamAnswer, extra: Record<
   const payload = await answer.bytes();
   res.writeHead(answer.status, { ...headers, 'content-length': payload.length });
   res.end(payload);
-}
-
-/** The stateless era: forwarded and answered untouched (no session, no log). */
-async function passThrough(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
-  const upstream = ctx.pickers.get(route.path)!.pick();
-  let answer: UpstreamAnswer;
-  try {
-    answer = await callUpstream(upstream, { method: 'POST', headers: forwardHeaders(req, caller, undefined), body, errors: ctx.metrics.upstreamErrors });
-  } catch (err) {
-    return replyError(res, upstreamFailure(err));
-  }
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(answer.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
-  }
-  res.writeHead(answer.status, headers);
-  for await (const chunk of answer.body) {
-    // The client went away: leaving the loop closes the body (and its upstream connection).
-    if (!res.write(chunk) && !(await drained(res))) return;
-  }
-  res.end();
-}
-
-/** Headers of one connection, not of the answer (Content-Length too: the pass-through streams chunked). */
-const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
-
-/** True once `res` can take writes again; false when it closed first (the client is gone). */
-function drained(res: ServerResponse): Promise<boolean> {
-  if (res.destroyed) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => () => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onDrain = done(true);
-    const onClose = done(false);
-    res.once('drain', onDrain);
-    res.once('close', onClose);
-  });
-}
-
-function upstreamFailure(err: unknown): Parameters<typeof replyError>[1] {
-  const message = err instanceof UpstreamError ? err.message : 'upstream request failed';
-  return { status: 502, code: GatewayErrorCode.upstream, message };
 }
 
 /** Restarts the idle clock at most every tenth of the idle timeout: not a write per request. */
