@@ -45,37 +45,79 @@ export function suiteNode(): string {
   throw new Error(`the MCP conformance suite needs Node >= 22 and ${DEFAULT_NODE24} is missing; ${INSTALL_HINT}`);
 }
 
-/** The suite's CLI entry (`dist/index.js` of @modelcontextprotocol/conformance). */
-export function suiteCli(): string {
-  const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
+/**
+ * The installed versions of the suite, by package name: 0.1.16 (the 2025
+ * revisions) and, under an npm alias, 0.2.0-alpha.12 (2026-07-28).
+ */
+export const SuitePackage = {
+  stable: '@modelcontextprotocol/conformance',
+  alpha: '@modelcontextprotocol/conformance-alpha',
+} as const;
+export type SuitePackage = (typeof SuitePackage)[keyof typeof SuitePackage];
+
+const require = createRequire(import.meta.url);
+
+/** A suite's CLI entry (`dist/index.js`). Default: the stable one. */
+export function suiteCli(pkg: SuitePackage = SuitePackage.stable): string {
+  return join(dirname(require.resolve(`${pkg}/package.json`)), 'dist', 'index.js');
 }
 
-/** Its version, for messages and the baseline. */
-export function suiteVersion(): string {
-  const require = createRequire(import.meta.url);
-  return (require('@modelcontextprotocol/conformance/package.json') as { version: string }).version;
+/**
+ * `<name>@<version>` as its own package.json says (an npm alias keeps the
+ * real name): what a baseline's `suite` field must be.
+ */
+export function suiteId(pkg: SuitePackage = SuitePackage.stable): string {
+  const { name, version } = require(`${pkg}/package.json`) as { name: string; version: string };
+  return `${name}@${version}`;
 }
 
-/** Every server scenario of the suite (`conformance list --server`), active and pending. */
-export function listServerScenarios(node: string): string[] {
-  const out = execFileSync(node, [suiteCli(), 'list', '--server'], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NO_COLOR: '1' } });
-  return out
+function listOutput(node: string, cli: string, args: readonly string[]): string {
+  return execFileSync(node, [cli, 'list', ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NO_COLOR: '1' } });
+}
+
+/**
+ * Server scenarios of a suite (`conformance list --server`, plus `args` such
+ * as `--spec-version 2026-07-28`), active and pending.
+ */
+export function listServerScenarios(node: string, cli: string = suiteCli(), args: readonly string[] = []): string[] {
+  return listOutput(node, cli, ['--server', ...args])
     .split('\n')
     .map((line) => /^\s+-\s+(\S+)/.exec(line)?.[1])
     .filter((name): name is string => name !== undefined);
 }
 
+/**
+ * The server scenarios a spec revision requires, frozen at its release
+ * (`conformance list --requirements <revision>`, its "Server scenarios"
+ * block; the "never scored" ones, extensions and pending, are not in it).
+ */
+export function requiredServerScenarios(node: string, cli: string, revision: string): string[] {
+  const lines = listOutput(node, cli, ['--requirements', revision]).split('\n');
+  const start = lines.findIndex((line) => line.startsWith('Server scenarios'));
+  if (start < 0) throw new Error(`conformance list --requirements ${revision} printed no "Server scenarios" block`);
+  const names: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    const name = /^\s+-\s+(\S+)$/.exec(line)?.[1];
+    if (name === undefined) break;
+    names.push(name);
+  }
+  return names;
+}
+
 export interface RunSuiteOptions {
   readonly node: string;
+  /** The suite's CLI ({@link suiteCli}). Default: the stable one. */
+  readonly cli?: string;
   readonly url: string;
+  /** Which scenarios run, as `conformance server` options. Default `--suite all`. */
+  readonly select?: readonly string[];
   readonly scenarios: readonly string[];
   /** Kills the suite after this long. Default 180000. */
   readonly timeoutMs?: number;
 }
 
 /**
- * Runs `conformance server --suite all` against `url` and reads each
+ * Runs `conformance server` (`--suite all` unless `select` says otherwise) against `url` and reads each
  * scenario's `checks.json`. The suite's exit code is not used (it is 1 when
  * anything fails); a scenario it wrote no results for becomes a failed result
  * whose check says so, with the tail of the suite's output.
@@ -83,7 +125,8 @@ export interface RunSuiteOptions {
 export async function runSuite(opts: RunSuiteOptions): Promise<Map<string, ScenarioResult>> {
   const outDir = await mkdtemp(join(tmpdir(), 'tether-conformance-'));
   try {
-    const output = await spawnSuite(opts.node, [suiteCli(), 'server', '--url', opts.url, '--suite', 'all', '--output-dir', outDir], opts.timeoutMs ?? 180_000);
+    const select = opts.select ?? ['--suite', 'all'];
+    const output = await spawnSuite(opts.node, [opts.cli ?? suiteCli(), 'server', '--url', opts.url, ...select, '--output-dir', outDir], opts.timeoutMs ?? 180_000);
     const results = new Map<string, ScenarioResult>();
     for (const dir of await readdir(outDir)) {
       // `server-<scenario>-<ISO timestamp with : and . replaced by ->`

@@ -1,6 +1,7 @@
-import { startMcpUpstream } from '@tether/testing';
+import { startMcpUpstream, startModernUpstream, type ModernUpstream } from '@tether/testing';
 import { OrderedEventStore } from './event-store.js';
 import { createConformanceServer } from './features.js';
+import { createModernFixtures } from './modern-features.js';
 
 /** The MCP server the conformance suite tests, directly and through a gateway. */
 export interface ConformanceUpstream {
@@ -31,4 +32,17 @@ export function startConformanceUpstream(opts: ConformanceUpstreamOptions = {}):
     retryIntervalMs: opts.retryIntervalMs ?? 500,
     loopbackOnly: true,
   });
+}
+
+/**
+ * Starts the test kit's SDK v2 server (`startModernUpstream`: the SDK's own
+ * `createMcpHandler` behind node:http, a fresh `McpServer` per request) on
+ * 127.0.0.1 with a random port, serving the 2026-07-28 fixtures. The listen
+ * streams (`subscriptions/listen`) and the trigger tools share one event bus.
+ * It has no `Host`/`Origin` check: `createMcpHandler` leaves that to a
+ * wrapper, and the test kit's has none (see expected-failures-2026-07-28.json).
+ */
+export function startModernConformanceUpstream(): Promise<ModernUpstream> {
+  const fixtures = createModernFixtures();
+  return startModernUpstream({ createServer: fixtures.createServer, handler: { bus: fixtures.bus } });
 }

@@ -2,10 +2,11 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import root from '../../vitest.config.ts';
 
-// The conformance file alone: `vitest run --config test/conformance/vitest.config.ts`.
+// The conformance files alone: `vitest run --config test/conformance/vitest.config.ts`.
 // It takes only the root config's aliases (so `@tether/*` resolve to source as in
 // every other test) and the summary reporter; its projects and includes are not
-// for this run. The tests share one suite run (a beforeAll): one file, one worker.
+// for this run. Each file's tests share its suite runs (a beforeAll); one worker,
+// so the two files (0.1.16 and 2026-07-28) run one after the other.
 export default defineConfig({
   root: fileURLToPath(new URL('../..', import.meta.url)),
   ...(root.resolve === undefined ? {} : { resolve: root.resolve }),
@@ -13,8 +14,8 @@ export default defineConfig({
     include: ['test/conformance/**/*.conformance.ts'],
     maxWorkers: 1,
     testTimeout: 60_000,
-    // Upstream, nats-server and gateway start, then two suite runs of ~10 s each,
-    // each bounded by runSuite's own timeout.
+    // Per file: upstream, nats-server and gateway start, then two suite runs
+    // (~10 s each for 0.1.16, ~5 s for 2026-07-28), each bounded by runSuite's own timeout.
     hookTimeout: 420_000,
     reporters: ['default', './test/support/summary-reporter.ts'],
   },
