@@ -20,9 +20,9 @@ import { z } from 'zod';
 // each scenario's description states its contract).
 
 /** A 1x1 PNG. */
-const PNG_BASE64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
+export const PNG_BASE64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
 /** A RIFF/WAVE header with two bytes of silence. */
-const WAV_BASE64 = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=';
+export const WAV_BASE64 = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=';
 
 /** SEP-1613: listed verbatim, so `$schema`, `$defs` and `additionalProperties` must survive (the gateway included). */
 const JSON_SCHEMA_2020_12_TOOL = 'json_schema_2020_12_tool';

@@ -12,6 +12,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { CallToolResult, ClientCapabilities, InputRequest, InputRequiredResult, InputRequests, JsonSchemaType, RequestStateCodec, ServerContext, ServerEventBus } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { PNG_BASE64, WAV_BASE64 } from './features.js';
 
 // What the 2026-07-28 server scenarios of @modelcontextprotocol/conformance
 // 0.2.0-alpha.12 call, on an SDK v2 server: the same content fixtures as
@@ -20,8 +21,6 @@ import { z } from 'zod';
 // what it needs (`conformance list --server --spec-version 2026-07-28`, then
 // the scenario's `description` in the package's dist).
 
-const PNG_BASE64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
-const WAV_BASE64 = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=';
 
 /** SEP-1613 and SEP-2106: listed verbatim, so every keyword must survive (the gateway included). */
 const JSON_SCHEMA_2020_12_INPUT = {

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { principalDigest } from '@tether/session-log';
+import { header } from '../http/request.js';
 import type { AuthConfig } from './auth-config.js';
 import { invalidToken } from './auth-error.js';
 import type { Identity } from './identity.js';
@@ -43,10 +44,8 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     const name = config.identityHeader;
     return {
       authenticate(req) {
-        const value = req.headers[name];
-        const credential = Array.isArray(value) ? value[0] : value;
         const authorization = req.headers.authorization;
-        return Promise.resolve({ principal: principalDigest(credential ?? ''), upstreamHeaders: authorization === undefined ? {} : { authorization } });
+        return Promise.resolve({ principal: principalDigest(header(req, name) ?? ''), upstreamHeaders: authorization === undefined ? {} : { authorization } });
       },
     };
   }

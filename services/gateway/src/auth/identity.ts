@@ -44,7 +44,7 @@ export function requireScopes(identity: Identity, required: readonly string[]): 
   }
 }
 
-/** Refuses an identity whose token expired (with the tolerated skew): cached answers are re-checked on every use. */
+/** Refuses an identity whose token expired (with the tolerated skew), such as an introspection answer still `active` past its `exp`. */
 export function requireUnexpired(identity: Identity, clockSkewMs: number, now = Date.now()): void {
   if (identity.expiresAtMs !== undefined && now >= identity.expiresAtMs + clockSkewMs) throw invalidToken('expired', 'the access token expired');
 }
@@ -76,9 +76,5 @@ export class TokenCache<T> {
     this.entries.delete(key);
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, { value, untilMs });
-  }
-
-  get size(): number {
-    return this.entries.size;
   }
 }

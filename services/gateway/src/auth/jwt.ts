@@ -3,7 +3,7 @@ import type { JWTVerifyGetKey } from 'jose';
 import type { JwtAuth } from './auth-config.js';
 import { invalidToken, isAuthError, issuerUnavailable } from './auth-error.js';
 import type { AuthError } from './auth-error.js';
-import { identityFrom, requireUnexpired, TokenCache, tokenKey } from './identity.js';
+import { identityFrom, TokenCache, tokenKey } from './identity.js';
 import type { Identity } from './identity.js';
 
 /** Keys are kept this long before they are fetched again (jose's default). */
@@ -47,11 +47,9 @@ export function createJwtVerifier(config: JwtAuth): TokenVerifier {
   return {
     async verify(token) {
       const key = tokenKey(token);
+      // An entry lives no longer than its token's exp plus the skew: a hit is unexpired.
       const known = verified.get(key);
-      if (known !== undefined) {
-        requireUnexpired(known, config.clockSkewMs);
-        return known;
-      }
+      if (known !== undefined) return known;
       let payload;
       try {
         ({ payload } = await jwtVerify(token, keys, {

@@ -134,6 +134,7 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
     return void res.end();
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? accepted.session.meta[Meta.protocolVersion];
+  const upstreamHeaders = callerHeaders(caller, protocolVersion);
   // A resumed GET stream replaces whatever older GET of the session is still open.
   const token = randomBytes(8).toString('hex');
   if (accepted.stream === '0') ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
@@ -153,7 +154,7 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
     resumeAck: { cursor: lastEventId, stream: accepted.stream, nextSeq: accepted.cursor.seq + 1 },
     writer: {
       current: writer,
-      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, callerHeaders(caller, protocolVersion)),
+      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, upstreamHeaders),
     },
     conn: ctx.audit.open(sessionId, { kind: AuditKind.resume, stream: accepted.stream, cursor, verdict: accepted.verdict, status: 200 }),
   });
