@@ -31,14 +31,25 @@ export class BodyError extends Error {
   }
 }
 
+/** How long a refused body may keep arriving (discarded) before its connection is closed. */
+const LINGER_MS = 5_000;
+
 /**
  * Reads the whole body, refusing past `maxBytes` without buffering more
  * (413). On the stream's events, not its async iterator (a few objects and
  * promises per chunk, for what is nearly always one small chunk).
+ *
+ * A refused body is drained, not cut: closing the socket while the client (or
+ * a proxy in front) is still sending resets the connection, and the 413 is
+ * lost to a reset or a proxy's 502. The rest is discarded for up to
+ * LINGER_MS, then the connection is closed (a lingering close, as nginx does).
  */
 export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = Number(header(req, 'content-length') ?? Number.NaN);
-  if (declared > maxBytes) return Promise.reject(new BodyError(tooLarge(declared, maxBytes)));
+  if (declared > maxBytes) {
+    discardRest(req);
+    return Promise.reject(new BodyError(tooLarge(declared, maxBytes)));
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -52,7 +63,7 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
       size += chunk.length;
       if (size > maxBytes) {
         done();
-        req.destroy();
+        discardRest(req);
         reject(new BodyError(tooLarge(size, maxBytes)));
         return;
       }
@@ -76,6 +87,15 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
     req.on('error', onError);
     req.on('close', onClose);
   });
+}
+
+function discardRest(req: IncomingMessage): void {
+  if (req.complete) return;
+  const timer = setTimeout(() => req.destroy(), LINGER_MS);
+  timer.unref();
+  req.once('end', () => clearTimeout(timer));
+  req.once('close', () => clearTimeout(timer));
+  req.resume();
 }
 
 function tooLarge(size: number, maxBytes: number): ErrorReply {
