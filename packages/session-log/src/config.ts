@@ -36,6 +36,8 @@ export interface SessionLogOptions {
   readonly leasesBucket?: string;
   /** Sessions-per-principal bucket (see `maxSessionsPerPrincipal`). Default `tether_principals` (`tether_principals_<namespace>`). */
   readonly principalsBucket?: string;
+  /** The gateway's durable tasks. Default `TETHER_EDGE_TASKS` (`TETHER_EDGE_TASKS_<namespace>`). */
+  readonly tasksStream?: string;
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
   /**
@@ -79,6 +81,7 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
     sessionIdleMs: options.sessionIdleMs ?? HOUR,
     leasesBucket: options.leasesBucket ?? names.leasesBucket,
     principalsBucket: options.principalsBucket ?? names.principalsBucket,
+    tasksStream: options.tasksStream ?? names.tasksStream,
     maxPayloadBytes: options.maxPayloadBytes ?? 1024 * 1024 - 4096,
     readBatch: options.readBatch ?? 64,
     liveBufferMax: options.liveBufferMax ?? 256,
@@ -89,6 +92,7 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
   matches('sessionsBucket', config.sessionsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('leasesBucket', config.leasesBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('principalsBucket', config.principalsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
+  matches('tasksStream', config.tasksStream, NAME, 'letters, digits, _ and -, up to 64 characters');
   integer('replicas', config.replicas, 1, 5);
   integer('maxAgeMs', config.maxAgeMs, 1_000, Number.MAX_SAFE_INTEGER);
   limit('maxMsgsPerStream', config.maxMsgsPerStream);

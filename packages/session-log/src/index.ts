@@ -42,3 +42,8 @@ export {
   namespaceNames,
 } from './wire.js';
 export type { AdminAnswer, AdminRequest, ControlMessage, NamespaceNames, Subjects } from './wire.js';
+export { TaskTable, EXPIRED_GRACE_MS } from './tasks/task-table.js';
+export type { CancelAnswer, StoredTask, TaskTableOptions } from './tasks/task-table.js';
+export { expiresAt, isTaskStatus, isTerminal } from './tasks/task-record.js';
+export type { JsonObject, TaskRecord, TaskStatus } from './tasks/task-record.js';
+export { isTaskId, newTaskId } from './tasks/task-ids.js';

@@ -28,6 +28,7 @@ import type { WriterState, WritesStream } from './presence.js';
 import { createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
+import { TaskTable } from './tasks/task-table.js';
 import type { LogHandles } from './setup.js';
 import { createSubjects, ControlType, parseAdminRequest } from './wire.js';
 import type { AdminAnswer, AdminRequest, ControlMessage } from './wire.js';
@@ -147,6 +148,23 @@ export class SessionLog {
   /** The NATS connection (shared with callers that publish control messages). */
   get connection(): NatsConnection {
     return this.#ctx.nc;
+  }
+
+  /**
+   * The deployment's durable task records (the gateway's 2026-07-28 tasks),
+   * creating or verifying their stream. `maxTtlMs`: the longest TTL a task
+   * may have.
+   */
+  openTasks(maxTtlMs: number): Promise<TaskTable> {
+    const ctx = this.#ctx;
+    return TaskTable.open(ctx.nc, ctx.js, ctx.jsm, {
+      streamName: ctx.config.tasksStream,
+      subjectPrefix: ctx.config.subjectPrefix,
+      replicas: ctx.config.replicas,
+      maxTtlMs,
+      perMessageTtl: this.server.features.perMessageTtl,
+      requestTimeoutMs: ctx.config.requestTimeoutMs,
+    });
   }
 
   /** A fresh random id for a POST response stream. */

@@ -8,6 +8,7 @@ export const DEFAULT_SUBJECT_PREFIX = 'tether';
 export const DEFAULT_SESSIONS_BUCKET = 'tether_sessions';
 export const DEFAULT_LEASES_BUCKET = 'tether_leases';
 export const DEFAULT_PRINCIPALS_BUCKET = 'tether_principals';
+export const DEFAULT_TASKS_STREAM = 'TETHER_EDGE_TASKS';
 
 /**
  * A namespace: 1 to 32 lowercase letters, digits, `_` and `-`, starting with
@@ -28,6 +29,8 @@ export interface NamespaceNames {
   readonly sessionsBucket: string;
   readonly leasesBucket: string;
   readonly principalsBucket: string;
+  /** The gateway's durable tasks (2026-07-28 Tasks extension). */
+  readonly tasksStream: string;
 }
 
 /**
@@ -48,6 +51,7 @@ export function namespaceNames(namespace: string): NamespaceNames {
       sessionsBucket: DEFAULT_SESSIONS_BUCKET,
       leasesBucket: DEFAULT_LEASES_BUCKET,
       principalsBucket: DEFAULT_PRINCIPALS_BUCKET,
+      tasksStream: DEFAULT_TASKS_STREAM,
     };
   }
   return {
@@ -56,6 +60,7 @@ export function namespaceNames(namespace: string): NamespaceNames {
     sessionsBucket: `${DEFAULT_SESSIONS_BUCKET}_${namespace}`,
     leasesBucket: `${DEFAULT_LEASES_BUCKET}_${namespace}`,
     principalsBucket: `${DEFAULT_PRINCIPALS_BUCKET}_${namespace}`,
+    tasksStream: `${DEFAULT_TASKS_STREAM}_${namespace}`,
   };
 }
 

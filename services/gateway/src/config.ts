@@ -52,6 +52,25 @@ export interface GatewayConfig {
   readonly instanceId: string;
   /** Record metadata-only audit events per session (`--audit on|off`, default on). */
   readonly audit: boolean;
+  /** Durable tasks for 2026-07-28 clients (the Tasks extension). */
+  readonly tasks: TasksConfig;
+}
+
+/** `--tasks` and its settings (docs/design.md, "Tasks at the edge"). */
+export interface TasksConfig {
+  /** `--tasks on|off`: off passes every 2026-07-28 request through untouched. */
+  readonly enabled: boolean;
+  /** A task-eligible call that the upstream has not answered within this becomes a task. */
+  readonly afterMs: number;
+  /** Every task's `ttlMs`: readable this long after creation, then "expired", then gone. */
+  readonly ttlMs: number;
+  readonly pollIntervalMs: number;
+  /** Tools treated as task-supporting (`optional`) whatever the upstream declares. */
+  readonly tools: readonly string[];
+  /** `idempotent`: a task whose runner died is run again elsewhere when the upstream annotates the tool `idempotentHint`. */
+  readonly retry: 'off' | 'idempotent';
+  /** How old the upstream's tool list may get before it is asked again. */
+  readonly toolRefreshMs: number;
 }
 
 /** Every flag, its env twin and default: the single source for parsing and `--help`. */
@@ -84,6 +103,13 @@ export const FLAGS = [
   { flag: 'writer-silence', env: 'TETHER_WRITER_SILENCE', help: 'how long a writer instance may leave probes unanswered before its streams are taken over (ms, or 3s)', fallback: '3s' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs, audit events and tether-admin drain (default random)', fallback: '' },
   { flag: 'audit', env: 'TETHER_AUDIT', help: 'record metadata-only audit events per session in the log (on|off; with --log grpc:// sent to the service\'s RecordAudit)', fallback: 'on' },
+  { flag: 'tasks', env: 'TETHER_TASKS', help: 'durable tasks (Tasks extension) for 2026-07-28 clients: on|off (needs the in-process log; off with --log grpc://)', fallback: 'on' },
+  { flag: 'task-after', env: 'TETHER_TASK_AFTER', help: 'a task-supporting call not answered within this becomes a task (ms, or 1s)', fallback: '250' },
+  { flag: 'task-ttl', env: 'TETHER_TASK_TTL', help: 'how long a task stays readable after creation (ms, or 1h)', fallback: '1h' },
+  { flag: 'task-poll-interval', env: 'TETHER_TASK_POLL_INTERVAL', help: 'pollIntervalMs suggested to clients (ms, or 1s)', fallback: '1000' },
+  { flag: 'task-tools', env: 'TETHER_TASK_TOOLS', help: 'tools run as tasks when slow even if the upstream does not declare execution.taskSupport, comma separated', fallback: '' },
+  { flag: 'task-retry', env: 'TETHER_TASK_RETRY', help: 'a task whose gateway died: off (settled failed) or idempotent (re-run when the tool is annotated idempotentHint)', fallback: 'off' },
+  { flag: 'task-tool-refresh', env: 'TETHER_TASK_TOOL_REFRESH', help: 'how often the upstream tool list (taskSupport, idempotentHint) is read again (ms, or 1m)', fallback: '1m' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -168,6 +194,23 @@ export function parseConfig(
     writerSilenceMs: duration('writer-silence', raw('writer-silence'), 500),
     instanceId,
     audit: onOff('audit', raw('audit')),
+    tasks: parseTasks(raw),
+  };
+}
+
+type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'task-retry' | 'task-tool-refresh';
+
+function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
+  const retry = raw('task-retry');
+  if (retry !== 'off' && retry !== 'idempotent') throw new ConfigError(`invalid --task-retry ${JSON.stringify(retry)}; allowed: off or idempotent`);
+  return {
+    enabled: onOff('tasks', raw('tasks')),
+    afterMs: duration('task-after', raw('task-after'), 0),
+    ttlMs: duration('task-ttl', raw('task-ttl'), 1_000),
+    pollIntervalMs: duration('task-poll-interval', raw('task-poll-interval'), 10),
+    tools: list(raw('task-tools'), ','),
+    retry,
+    toolRefreshMs: duration('task-tool-refresh', raw('task-tool-refresh'), 1_000),
   };
 }
 

@@ -7,6 +7,7 @@ import type { ResourceMetadata } from './auth/resource-metadata.js';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
 import type { LocalRegistry } from './streams/local-registry.js';
+import type { EdgeTasks } from './tasks/edge-tasks.js';
 import type { WriterWatch } from './streams/writer-watch.js';
 import type { UpstreamPicker } from './upstream.js';
 
@@ -35,6 +36,8 @@ export interface GatewayContext {
   readonly authenticator: Authenticator;
   /** RFC 9728 documents and the 401/403/503 refusals; undefined with `--auth none`. */
   readonly resourceMetadata: ResourceMetadata | undefined;
+  /** Durable tasks for 2026-07-28 clients; undefined with `--tasks off` or `--log grpc://`. Set once by `listen()`, before the first request. */
+  tasks: EdgeTasks | undefined;
 }
 
 export interface RoutedRequest {

@@ -23,6 +23,7 @@ import type { LogPort } from './log/log-port.js';
 import { newWriterId } from '@tether/session-log';
 import { LocalRegistry } from './streams/local-registry.js';
 import { WriterWatch } from './streams/writer-watch.js';
+import { EdgeTasks } from './tasks/edge-tasks.js';
 import { closeUpstreamPool, UpstreamPicker } from './upstream.js';
 
 export interface Gateway {
@@ -76,6 +77,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     audit: createAudit(log, config.instanceId, config.audit),
     authenticator: createAuthenticator(config.auth),
     resourceMetadata: createResourceMetadata(config.auth),
+    tasks: undefined,
   };
   const authLogger = logger.child({ component: 'auth' });
   let markDrained: () => void = () => undefined;
@@ -182,14 +184,16 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
   const gateway: Gateway = {
     server,
     drained,
-    listen: () =>
-      new Promise((resolve, reject) => {
+    listen: async () => {
+      ctx.tasks = await openTasks(config, log, writerId, logger, metrics);
+      return new Promise((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => {
           server.off('error', reject);
           resolve((server.address() as AddressInfo).port);
         });
-      }),
+      });
+    },
     async drain() {
       if (draining) return;
       draining = true;
@@ -201,6 +205,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
         d.abort.abort('drain');
       }
       await stopWriters(config.drainTimeoutMs);
+      ctx.tasks?.close();
       // Pumps are stopped and their streams released: from now on probes of
       // this writer get "no responders" and every reader takes over at once.
       await presence.close();
@@ -216,6 +221,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       stopAdmin();
       for (const d of local.deliveries) d.abort.abort('closed');
       await stopWriters(0);
+      ctx.tasks?.close();
       await presence.close();
       writers.close();
       server.closeAllConnections();
@@ -225,6 +231,29 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     },
   };
   return gateway;
+}
+
+/**
+ * The task table and the tasks service, when tasks are on and the log can
+ * hold them (in-process; over gRPC there is no task table yet: logged, and
+ * 2026-07-28 requests pass through as with `--tasks off`).
+ */
+async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, logger: Logger, metrics: TetherMetrics): Promise<EdgeTasks | undefined> {
+  if (!config.tasks.enabled) return undefined;
+  if (log.openTasks === undefined) {
+    logger.warn({ log: log.describe }, 'tasks need the in-process log (--nats); with --log grpc:// the gateway serves none and passes tasks/* through');
+    return undefined;
+  }
+  const table = await log.openTasks(config.tasks.ttlMs);
+  return new EdgeTasks({
+    config: config.tasks,
+    table,
+    writerId,
+    routes: config.routes,
+    probe: (writer) => log.probeWriter(writer, undefined, undefined, 250),
+    logger: logger.child({ component: 'tasks' }),
+    upstreamErrors: metrics.upstreamErrors,
+  });
 }
 
 /**

@@ -39,6 +39,7 @@ export async function startInProcessStack(
       sessionsBucket: `s_${streamName}`,
       leasesBucket: `l_${streamName}`,
       principalsBucket: `p_${streamName}`,
+      tasksStream: `t_${streamName}`,
       maxAgeMs: config.logMaxAgeMs,
       maxMsgsPerStream: config.logMaxMsgsPerStream,
       maxSessionsPerPrincipal: config.maxSessionsPerPrincipal,

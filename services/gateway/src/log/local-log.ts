@@ -43,6 +43,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     listenAdmin: (instanceId, listener) => log.listenAdmin(instanceId, listener),
     publishControl: (message) => log.publishControl(message),
     listenControl: (sessionId, listener) => log.listenControl(sessionId, listener),
+    openTasks: (maxTtlMs) => log.openTasks(maxTtlMs),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
     server: () => log.server,
     close: async () => {

@@ -13,6 +13,7 @@ import type {
   ServerReport,
   SessionRecord,
   StreamReader,
+  TaskTable,
   WriterState,
   WritesStream,
 } from '@tether/session-log';
@@ -93,6 +94,13 @@ export interface LogPort {
    */
   listenControl(sessionId: string, listener: (message: ControlMessage) => void): () => void;
 
+  /**
+   * The durable task records (2026-07-28 tasks at the edge), their change
+   * feed and the cancel requests between instances. In-process only: over
+   * gRPC it is undefined and the gateway serves no tasks (docs/design.md).
+   */
+  readonly openTasks?: (maxTtlMs: number) => Promise<TaskPort>;
+
   /** True when the log can take requests (for /readyz). */
   ready(): Promise<boolean>;
   /**
@@ -103,3 +111,6 @@ export interface LogPort {
   server(): ServerReport | undefined;
   close(): Promise<void>;
 }
+
+/** What the gateway uses of the task table (`TaskTable` of @tether/session-log). */
+export type TaskPort = Pick<TaskTable, 'create' | 'read' | 'update' | 'watch' | 'serveCancels' | 'requestCancel'>;

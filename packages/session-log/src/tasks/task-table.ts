@@ -1,0 +1,240 @@
+import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { isCasFailure, isNoResponders, jsErrorCode, JsErrCode, SessionLogError, SessionLogErrorCode } from '../errors.js';
+import { unavailable } from '../setup.js';
+import { isTaskId } from './task-ids.js';
+import { decodeTask, encodeTask, expiresAt } from './task-record.js';
+import type { TaskRecord } from './task-record.js';
+
+const NANOS_PER_MS = 1_000_000;
+/** How long an expired task still answers "Task has expired" before it is gone. */
+export const EXPIRED_GRACE_MS = 10 * 60_000;
+const CAS_ATTEMPTS = 8;
+
+export interface TaskTableOptions {
+  /** `TETHER_EDGE_TASKS[_<namespace>]`. */
+  readonly streamName: string;
+  /** The log's subject prefix: records go to `<prefix>.edge.task.<id>`, every stored change is republished to `<prefix>.edge.live.<id>`. */
+  readonly subjectPrefix: string;
+  readonly replicas: number;
+  /** The longest TTL a task may have; the stream's `max_age` is this plus the expired grace. */
+  readonly maxTtlMs: number;
+  /** The server has per-message TTL (2.11+): each record also carries `Nats-TTL`. */
+  readonly perMessageTtl: boolean;
+  readonly requestTimeoutMs: number;
+}
+
+/** What the instance asked to cancel a task answered. */
+export type CancelAnswer = 'accepted' | 'not_running' | 'gone' | 'silent';
+
+/** A record and the stream sequence it was read at: the revision a write compares against. */
+export interface StoredTask {
+  readonly record: TaskRecord;
+  readonly seq: number;
+}
+
+/**
+ * The durable task records of a deployment: one JetStream stream, one
+ * message per task subject (`max_msgs_per_subject: 1`), each write a
+ * compare-and-set on the subject's last sequence. Reads go to the stream
+ * leader (no direct gets), so a task created through one instance is read
+ * by the next request to another, as SEP-2663 requires of `tasks/get`
+ * right after `CreateTaskResult`. The stream republishes every stored
+ * record, which is how status changes reach listeners on every instance.
+ */
+export class TaskTable {
+  readonly #nc: NatsConnection;
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #options: TaskTableOptions;
+
+  private constructor(nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, options: TaskTableOptions) {
+    this.#nc = nc;
+    this.#js = js;
+    this.#jsm = jsm;
+    this.#options = options;
+  }
+
+  /** Creates the stream or verifies that an existing one matches. */
+  static async open(nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, options: TaskTableOptions): Promise<TaskTable> {
+    await ensureTaskStream(jsm, desiredTaskStream(options));
+    return new TaskTable(nc, js, jsm, options);
+  }
+
+  get streamName(): string {
+    return this.#options.streamName;
+  }
+
+  /** Stores a new task; refuses (never overwrites) an id that exists. Durable (acknowledged by the stream's quorum) when it returns. */
+  async create(record: TaskRecord): Promise<StoredTask> {
+    const seq = await this.#publish(record, 0, `create-${record.taskId}`);
+    if (seq === undefined) throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'a task with this id exists', {});
+    return { record, seq };
+  }
+
+  /** The task's newest record, or undefined (never created, gone, or unreadable). Expiry is the caller's to judge (`expiresAt`). */
+  async read(taskId: string): Promise<StoredTask | undefined> {
+    if (!isTaskId(taskId)) return undefined;
+    let msg;
+    try {
+      msg = await this.#jsm.streams.getMessage(this.#options.streamName, { last_by_subj: this.#subject(taskId) });
+    } catch (err) {
+      if (jsErrorCode(err) === JsErrCode.noMessageFound || /no message found/i.test(String(err))) return undefined;
+      throw unavailable(err);
+    }
+    if (msg === null) return undefined;
+    const record = decodeTask(msg.data, taskId);
+    return record === undefined ? undefined : { record, seq: msg.seq };
+  }
+
+  /**
+   * Compare-and-set loop: `change` gets the newest record and returns the
+   * next one, or undefined to write nothing. Returns what is stored after
+   * (the written record, or the one `change` declined to change), or
+   * undefined when the task does not exist.
+   */
+  async update(taskId: string, change: (current: TaskRecord) => TaskRecord | undefined): Promise<StoredTask | undefined> {
+    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt += 1) {
+      const stored = await this.read(taskId);
+      if (stored === undefined) return undefined;
+      const next = change(stored.record);
+      if (next === undefined) return stored;
+      const seq = await this.#publish(next, stored.seq);
+      if (seq !== undefined) return { record: next, seq };
+      // Another instance wrote between our read and write: read again and decide again.
+    }
+    throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} kept changing under concurrent updates`, {});
+  }
+
+  /**
+   * Calls `listener` with every record of the task stored from now on, on
+   * any instance, until the returned function is called. Core NATS: a
+   * listener that needs the state as of now reads it after subscribing.
+   */
+  watch(taskId: string, listener: (record: TaskRecord) => void): () => void {
+    if (!isTaskId(taskId)) return () => undefined;
+    const sub: Subscription = this.#nc.subscribe(`${this.#options.subjectPrefix}.edge.live.${taskId}`, {
+      callback: (err, msg) => {
+        if (err !== null) return;
+        const record = decodeTask(msg.data, taskId);
+        if (record !== undefined) listener(record);
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  /**
+   * Answers cancel requests addressed to this instance (`writerId`) until the
+   * returned function is called: `handler` says whether it was running the
+   * task (and has now aborted it).
+   */
+  serveCancels(writerId: string, handler: (taskId: string) => boolean): () => void {
+    const sub = this.#nc.subscribe(this.#cancelSubject(writerId), {
+      callback: (err, msg) => {
+        if (err !== null) return;
+        const taskId = msg.string();
+        msg.respond(isTaskId(taskId) && handler(taskId) ? 'accepted' : 'not_running');
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  /**
+   * Asks the instance running a task to cancel it. `gone`: no process holds
+   * that instance's subject (it died or left); `silent`: no answer in time.
+   */
+  async requestCancel(writerId: string, taskId: string, timeoutMs: number): Promise<CancelAnswer> {
+    try {
+      const answer = (await this.#nc.request(this.#cancelSubject(writerId), taskId, { timeout: timeoutMs })).string();
+      return answer === 'accepted' ? 'accepted' : 'not_running';
+    } catch (err) {
+      if (isNoResponders(err)) return 'gone';
+      return 'silent';
+    }
+  }
+
+  #cancelSubject(writerId: string): string {
+    return `${this.#options.subjectPrefix}.edge.cancel.${writerId}`;
+  }
+
+  /** Publishes with the subject's last sequence expected; undefined when another write won. */
+  async #publish(record: TaskRecord, expectSeq: number, msgID?: string): Promise<number | undefined> {
+    const data = encodeTask(record);
+    const now = Date.now();
+    const ttl = this.#options.perMessageTtl ? `${Math.max(1, Math.ceil((expiresAt(record) + EXPIRED_GRACE_MS - now) / 1000))}s` : undefined;
+    try {
+      const ack = await this.#js.publish(this.#subject(record.taskId), data, {
+        expect: { lastSubjectSequence: expectSeq },
+        ...(msgID === undefined ? {} : { msgID }),
+        ...(ttl === undefined ? {} : { ttl }),
+        timeout: this.#options.requestTimeoutMs,
+      });
+      return ack.seq;
+    } catch (err) {
+      if (isWrongLast(err)) return undefined;
+      if (isMaxPayload(err)) {
+        throw new SessionLogError(SessionLogErrorCode.payloadTooLarge, `the task record is ${data.length} bytes, more than the server accepts in one message`, {});
+      }
+      throw unavailable(err);
+    }
+  }
+
+  #subject(taskId: string): string {
+    return `${this.#options.subjectPrefix}.edge.task.${taskId}`;
+  }
+}
+
+function isWrongLast(err: unknown): boolean {
+  const code = jsErrorCode(err);
+  return code === JsErrCode.streamWrongLastSequence || code === JsErrCode.streamSubjectInProcess || isCasFailure(err) || /wrong last sequence/i.test(String(err));
+}
+
+function isMaxPayload(err: unknown): boolean {
+  return /max(imum)? payload/i.test(String(err));
+}
+
+type WantedStream = Partial<StreamConfig> & { name: string };
+
+export function desiredTaskStream(options: TaskTableOptions): WantedStream {
+  const prefix = options.subjectPrefix;
+  return {
+    name: options.streamName,
+    subjects: [`${prefix}.edge.task.>`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: options.replicas,
+    discard: DiscardPolicy.Old,
+    max_msgs_per_subject: 1,
+    max_age: (options.maxTtlMs + EXPIRED_GRACE_MS) * NANOS_PER_MS,
+    duplicate_window: 120_000 * NANOS_PER_MS,
+    // Reads right after a write on another instance: the leader answers.
+    allow_direct: false,
+    republish: { src: `${prefix}.edge.task.>`, dest: `${prefix}.edge.live.>` },
+    ...(options.perMessageTtl ? { allow_msg_ttl: true } : {}),
+  };
+}
+
+async function ensureTaskStream(jsm: JetStreamManager, want: WantedStream): Promise<void> {
+  let existing: StreamConfig;
+  try {
+    existing = (await jsm.streams.info(want.name)).config;
+  } catch (err) {
+    if (jsErrorCode(err) !== JsErrCode.streamNotFound && !/stream not found/i.test(String(err))) throw unavailable(err);
+    try {
+      await jsm.streams.add(want);
+      return;
+    } catch (addErr) {
+      existing = (await jsm.streams.info(want.name).catch(() => { throw unavailable(addErr); })).config;
+    }
+  }
+  const diffs: string[] = [];
+  for (const key of ['retention', 'storage', 'num_replicas', 'max_msgs_per_subject', 'discard'] as const) {
+    if (existing[key] !== want[key]) diffs.push(`${key} is ${String(existing[key])}, config wants ${String(want[key])}`);
+  }
+  if ((existing.max_age ?? 0) < (want.max_age ?? 0)) diffs.push(`max_age is ${existing.max_age} ns, shorter than the longest task TTL plus grace (${want.max_age} ns)`);
+  if (existing.republish?.dest !== want.republish?.dest) diffs.push(`republish is ${JSON.stringify(existing.republish ?? null)}, config wants ${JSON.stringify(want.republish)}`);
+  if (diffs.length > 0) {
+    throw new SessionLogError(SessionLogErrorCode.incompatibleLog, `stream ${want.name} does not match the configuration: ${diffs.join('; ')}`, {});
+  }
+}

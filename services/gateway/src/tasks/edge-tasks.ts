@@ -1,0 +1,269 @@
+import type { Counter } from '@opentelemetry/api';
+import { isTerminal, samePrincipal } from '@tether/session-log';
+import type { JsonObject, StoredTask, TaskRecord, WriterState } from '@tether/session-log';
+import type { Logger } from 'pino';
+import type { TasksConfig, Route } from '../config.js';
+import type { TaskPort } from '../log/log-port.js';
+import { CANCELLED, failed, omit, settled } from './outcome.js';
+import { ToolCatalog } from './tool-catalog.js';
+import { startToolCall } from './upstream-call.js';
+import type { ToolCall } from './upstream-call.js';
+import { RpcCode } from './wire.js';
+
+export interface EdgeTasksOptions {
+  readonly config: TasksConfig;
+  readonly table: TaskPort;
+  /** This process's writer id: the runner named in the tasks it runs, and its presence. */
+  readonly writerId: string;
+  readonly routes: readonly Route[];
+  /** Process liveness of another instance (`gone`: no process holds its presence). */
+  readonly probe: (writerId: string) => Promise<WriterState>;
+  readonly logger: Logger;
+  readonly upstreamErrors?: Counter;
+}
+
+/** A task as one caller may see it. */
+export type Visible =
+  | { readonly t: 'visible'; readonly stored: StoredTask }
+  /** Unknown, malformed, gone, another principal's or another route's: one answer for all. */
+  | { readonly t: 'absent' }
+  | { readonly t: 'expired' };
+
+/** Bytes of an upstream answer kept for passing back before a call becomes a task. */
+const MAX_RAW_BYTES = 4 * 1024 * 1024;
+/** How long a liveness answer about another instance is reused. */
+const PROBE_CACHE_MS = 200;
+
+/**
+ * The gateway's tasks (docs/design.md, "Tasks at the edge"): which calls
+ * run here, settling each when its upstream call ends, and the decisions
+ * any instance takes on a task it reads (a lost runner, a cancel, an input
+ * round answered). Every change is a compare-and-set on the task's record,
+ * so two instances deciding at once store one outcome.
+ */
+export class EdgeTasks {
+  readonly config: TasksConfig;
+  readonly #table: TaskPort;
+  readonly #writerId: string;
+  readonly #probe: EdgeTasksOptions['probe'];
+  readonly #logger: Logger;
+  readonly #upstreamErrors: Counter | undefined;
+  readonly #catalogs = new Map<string, ToolCatalog>();
+  /** Upstream calls this process runs, by task id. */
+  readonly #running = new Map<string, ToolCall>();
+  readonly #alive = new Map<string, { state: WriterState; atMs: number }>();
+  readonly #stopCancels: () => void;
+
+  constructor(options: EdgeTasksOptions) {
+    this.config = options.config;
+    this.#table = options.table;
+    this.#writerId = options.writerId;
+    this.#probe = options.probe;
+    this.#logger = options.logger;
+    this.#upstreamErrors = options.upstreamErrors;
+    for (const route of options.routes) {
+      this.#catalogs.set(route.path, new ToolCatalog({ upstreamUrl: route.upstreams[0]!, refreshMs: options.config.toolRefreshMs, taskTools: options.config.tools, logger: options.logger }));
+    }
+    this.#stopCancels = this.#table.serveCancels(this.#writerId, (taskId) => this.#abortRunning(taskId));
+  }
+
+  get table(): TaskPort {
+    return this.#table;
+  }
+
+  get writerId(): string {
+    return this.#writerId;
+  }
+
+  catalog(routePath: string): ToolCatalog | undefined {
+    return this.#catalogs.get(routePath);
+  }
+
+  /** Upstream calls running here now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /** Starts an upstream `tools/call` that may become a task. */
+  startCall(url: string, headers: Record<string, string>, body: Buffer, id: unknown): ToolCall {
+    return startToolCall({ url, headers, body, id, maxRawBytes: MAX_RAW_BYTES, ...(this.#upstreamErrors === undefined ? {} : { errors: this.#upstreamErrors }) });
+  }
+
+  /** The task if `principal` may see it on `route`. */
+  async find(taskId: string, principal: string, routePath: string): Promise<Visible> {
+    const stored = await this.#table.read(taskId);
+    if (stored === undefined || !samePrincipal(stored.record.principal, principal) || stored.record.route !== routePath) return { t: 'absent' };
+    if (Date.now() >= stored.record.createdAtMs + stored.record.ttlMs) return { t: 'expired' };
+    return { t: 'visible', stored };
+  }
+
+  /**
+   * Runs `call` as the task's runner (this process is named in the record):
+   * when it ends, the outcome is stored unless something else settled the
+   * task first. A call still running when the task expires is closed.
+   */
+  run(record: TaskRecord, call: ToolCall): void {
+    const { taskId } = record;
+    this.#running.set(taskId, call);
+    const expiry = setTimeout(() => call.abort('the task expired before the upstream answered'), Math.max(0, record.createdAtMs + record.ttlMs - Date.now()));
+    expiry.unref();
+    void call.outcome
+      .then((outcome) =>
+        this.#table.update(taskId, (current) => (current.status === 'working' && current.runner === this.#writerId ? settled(current, outcome, Date.now()) : undefined)),
+      )
+      .then((stored) => {
+        if (stored !== undefined) this.#logger.debug({ task: tag(taskId), status: stored.record.status }, 'task settled');
+      })
+      .catch((err: unknown) => this.#logger.warn({ task: tag(taskId), err: String(err) }, 'could not store a task outcome; the next reader settles it as lost'))
+      .finally(() => {
+        clearTimeout(expiry);
+        this.#running.delete(taskId);
+      });
+  }
+
+  /**
+   * What a reader must know before answering from a `working` record: is
+   * its runner still alive? A runner gone is settled here, `failed` with a
+   * named error, or, with `--task-retry idempotent` and an idempotent tool,
+   * run again by this instance with the reader's credentials.
+   */
+  async checkRunner(stored: StoredTask, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string): Promise<StoredTask> {
+    const { record } = stored;
+    if (record.status !== 'working' || record.runner === null) return stored;
+    if (record.runner === this.#writerId) {
+      if (this.#running.has(record.taskId)) return stored;
+    } else if ((await this.#liveness(record.runner)) !== 'gone') {
+      return stored;
+    }
+    const dead = record.runner;
+    const rerun = this.config.retry === 'idempotent' && record.idempotent;
+    const next = await this.#table.update(record.taskId, (current) => {
+      if (current.status !== 'working' || current.runner !== dead) return undefined;
+      const now = Date.now();
+      if (rerun) return { ...current, runner: this.#writerId, attempts: current.attempts + 1, reruns: current.reruns + 1, updatedAtMs: now };
+      return failed(
+        { ...current, updatedAtMs: now },
+        {
+          code: RpcCode.internal,
+          message: `the gateway instance running this task stopped before the upstream answered; the call's outcome is unknown and it was not run again`,
+          data: { reason: 'runner_lost', runner: dead },
+        },
+        'the gateway instance running this task stopped before the upstream answered',
+      );
+    });
+    if (next === undefined) return stored;
+    if (rerun && next.record.runner === this.#writerId && next.record.reruns === record.reruns + 1) {
+      this.#logger.info({ task: tag(record.taskId), attempt: next.record.attempts }, 'task runner lost: running the idempotent call again');
+      this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}));
+    } else if (next.record.status === 'failed') {
+      this.#logger.info({ task: tag(record.taskId) }, 'task runner lost: settled failed');
+    }
+    return next;
+  }
+
+  /**
+   * `tasks/cancel`: a task waiting for input or whose runner is gone is
+   * settled `cancelled` here; a running one is asked of its runner, which
+   * closes the upstream call and settles it. A settled task is left as it is.
+   */
+  async cancel(taskId: string): Promise<void> {
+    for (let attempt = 0; attempt < 4; attempt += 1) {
+      const stored = await this.#table.read(taskId);
+      if (stored === undefined || isTerminal(stored.record.status)) return;
+      const { runner } = stored.record;
+      if (stored.record.status === 'working' && runner !== null) {
+        const answer = runner === this.#writerId ? (this.#abortRunning(taskId) ? 'accepted' : 'not_running') : await this.#table.requestCancel(runner, taskId, 500);
+        if (answer === 'accepted' || answer === 'silent') return;
+      }
+      // Nothing runs it (waiting for input, or its runner is gone): settle it here, unless it changed meanwhile.
+      const done = await this.#table.update(taskId, (current) =>
+        isTerminal(current.status) || current.runner !== runner ? undefined : { ...omit(current, 'inputRequests', 'inputResponses'), status: 'cancelled', statusMessage: CANCELLED, runner: null, updatedAtMs: Date.now() },
+      );
+      if (done === undefined || done.record.status === 'cancelled' || isTerminal(done.record.status)) return;
+    }
+  }
+
+  /**
+   * `tasks/update`: stores the answers to outstanding input requests (others
+   * are ignored, as SEP-2663 says). When none is left, this instance takes
+   * the task and calls the upstream again with the answers and the
+   * upstream's `requestState`: MRTR is stateless, so any instance can.
+   */
+  async answerInput(taskId: string, inputResponses: JsonObject, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string): Promise<void> {
+    let tookIt = false;
+    const stored = await this.#table.update(taskId, (current) => {
+      tookIt = false;
+      if (current.status !== 'input_required') return undefined;
+      const outstanding = { ...(current.inputRequests ?? {}) };
+      const answered: Record<string, unknown> = { ...(current.inputResponses ?? {}) };
+      let accepted = 0;
+      for (const [key, response] of Object.entries(inputResponses)) {
+        if (!(key in outstanding)) continue;
+        answered[key] = response;
+        delete outstanding[key];
+        accepted += 1;
+      }
+      if (accepted === 0) return undefined;
+      const now = Date.now();
+      if (Object.keys(outstanding).length > 0) return { ...current, inputRequests: outstanding, inputResponses: answered, updatedAtMs: now };
+      tookIt = true;
+      return {
+        ...omit(current, 'inputRequests', 'statusMessage'),
+        status: 'working',
+        inputResponses: answered,
+        runner: this.#writerId,
+        attempts: current.attempts + 1,
+        rounds: current.rounds + 1,
+        updatedAtMs: now,
+      };
+    });
+    if (stored === undefined || !tookIt) return;
+    const { record } = stored;
+    const upstreamAnswers: Record<string, unknown> = {};
+    for (const [key, response] of Object.entries(record.inputResponses ?? {})) upstreamAnswers[record.keyMap?.[key] ?? key] = response;
+    this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }));
+  }
+
+  /** The task's call made again (an input round answered, or a rerun): its params, the round's additions, this caller's credentials. */
+  #callAgain(record: TaskRecord, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string, extra: JsonObject): ToolCall {
+    const id = `tether-task-${record.taskId}-${record.attempts}`;
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { ...record.params, ...extra } }));
+    const headers = {
+      ...callerHeaders,
+      ...record.callHeaders,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-method': 'tools/call',
+      'mcp-name': record.tool,
+    };
+    return this.startCall(upstreamUrl, headers, body, id);
+  }
+
+  #abortRunning(taskId: string): boolean {
+    const call = this.#running.get(taskId);
+    if (call === undefined) return false;
+    call.abort(CANCELLED);
+    return true;
+  }
+
+  async #liveness(writerId: string): Promise<WriterState> {
+    const cached = this.#alive.get(writerId);
+    if (cached !== undefined && Date.now() - cached.atMs < PROBE_CACHE_MS) return cached.state;
+    const state = await this.#probe(writerId);
+    if (this.#alive.size > 1_000) this.#alive.clear();
+    this.#alive.set(writerId, { state, atMs: Date.now() });
+    return state;
+  }
+
+  /** Stops answering cancels and closes every upstream call running here (their tasks are then settled by whoever reads them next). */
+  close(): void {
+    this.#stopCancels();
+    for (const catalog of this.#catalogs.values()) catalog.close();
+    for (const call of this.#running.values()) call.abort('the gateway stopped');
+  }
+}
+
+/** A task id's first characters, for logs (a task id is a bearer handle: never logged whole). */
+export function tag(taskId: string): string {
+  return `${taskId.slice(0, 6)}…`;
+}

@@ -1,0 +1,33 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpHeader } from '@tether/protocol';
+import type { Caller } from '../auth/authenticator.js';
+import type { Route } from '../config.js';
+import type { GatewayContext } from '../context.js';
+import { passThrough } from '../handlers/pass-through.js';
+import { header } from '../http/request.js';
+import type { JsonRpcMessage } from '../http/request.js';
+import { handleDiscover } from './discover.js';
+import type { EdgeTasks } from './edge-tasks.js';
+import { handleTaskMethod } from './task-methods.js';
+import { handleToolCall } from './tool-call.js';
+import { isTaskMethod, TASKS_PROTOCOL_VERSION } from './wire.js';
+
+/** A request of the stateless era (2026-07-28 or later), where tasks replace resumable streams. */
+export function isTaskEra(req: IncomingMessage): boolean {
+  const version = header(req, HttpHeader.protocolVersion);
+  return version !== undefined && version >= TASKS_PROTOCOL_VERSION;
+}
+
+/**
+ * A 2026-07-28 POST with tasks on: the three things the gateway owns (task
+ * methods, task-eligible tool calls, the extension in `server/discover`),
+ * everything else passed through untouched.
+ */
+export function serveModern(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Promise<void> {
+  const isRequest = typeof message.method === 'string' && message.id !== undefined && message.id !== null;
+  if (!isRequest) return passThrough(ctx, route, caller, req, res, 'POST', body);
+  if (isTaskMethod(message.method)) return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
+  if (message.method === 'tools/call') return handleToolCall(ctx, tasks, route, caller, req, res, body, message);
+  if (message.method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body);
+  return passThrough(ctx, route, caller, req, res, 'POST', body);
+}

@@ -1,0 +1,116 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { newTaskId } from '@tether/session-log';
+import type { JsonObject, TaskRecord } from '@tether/session-log';
+import type { Caller } from '../auth/authenticator.js';
+import type { Route } from '../config.js';
+import type { GatewayContext } from '../context.js';
+import { header } from '../http/request.js';
+import type { JsonRpcMessage } from '../http/request.js';
+import { passThrough, upstreamFailure } from '../handlers/pass-through.js';
+import { replyError } from '../http/reply.js';
+import { forwardHeaders } from '../upstream.js';
+import type { EdgeTasks } from './edge-tasks.js';
+import { tag } from './edge-tasks.js';
+import { replyResult, replyRpcError } from './rpc-reply.js';
+import type { RawAnswer } from './upstream-call.js';
+import { createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
+
+/** Headers of the first request that the task's later calls repeat (never credentials). */
+const CALL_HEADERS = ['mcp-protocol-version'];
+const PARAM_HEADER_PREFIX = 'mcp-param-';
+const TIMED_OUT = Symbol('timed out');
+
+/**
+ * A 2026-07-28 `tools/call`. To a task-supporting tool, from a client that
+ * declared the Tasks extension, it starts upstream at once; an answer
+ * within `--task-after` goes straight back (a result, an error, an input
+ * round before any task). Otherwise the gateway stores a task (durable
+ * before the client hears of it), answers `CreateTaskResult`, and the call
+ * goes on under the task. Anything else passes through untouched.
+ */
+export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Promise<void> {
+  const params = message.params as JsonObject | undefined;
+  const tool = params?.name;
+  const catalog = tasks.catalog(route.path);
+  const info = typeof tool === 'string' && catalog !== undefined ? await catalog.lookup(tool, caller.upstreamHeaders) : undefined;
+  if (typeof tool !== 'string' || info === undefined || info.taskSupport === 'forbidden') return passThrough(ctx, route, caller, req, res, 'POST', body);
+  if (!declaresTasks(params)) {
+    if (info.taskSupport === 'required') return replyRpcError(res, message.id, missingTasksCapability(`tool ${JSON.stringify(tool)}`), 400);
+    return passThrough(ctx, route, caller, req, res, 'POST', body);
+  }
+
+  const upstreamUrl = ctx.pickers.get(route.path)!.pick();
+  const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
+  const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
+  if (early !== TIMED_OUT) {
+    const raw = call.raw();
+    if (early.kind === 'lost' || raw === undefined) return replyError(res, upstreamFailure(early.kind === 'lost' ? new Error(early.reason) : undefined));
+    return passBack(res, raw);
+  }
+
+  call.dropRaw();
+  const now = Date.now();
+  const record: TaskRecord = {
+    v: 1,
+    taskId: newTaskId(),
+    principal: caller.principal,
+    route: route.path,
+    tool,
+    status: 'working',
+    createdAtMs: now,
+    updatedAtMs: now,
+    ttlMs: tasks.config.ttlMs,
+    pollIntervalMs: tasks.config.pollIntervalMs,
+    runner: tasks.writerId,
+    attempts: 1,
+    reruns: 0,
+    rounds: 0,
+    idempotent: info.idempotent,
+    params: withoutRoundFields(params!),
+    callHeaders: callHeadersOf(req),
+    usedKeys: [],
+  };
+  try {
+    await tasks.table.create(record);
+  } catch (err) {
+    call.abort('the task could not be stored');
+    ctx.logger.warn({ err: String(err) }, 'task store unavailable: a call that would have become a task was refused');
+    return replyRpcError(res, message.id, { code: RpcCode.internal, message: 'the task store is unavailable; retry shortly' }, 503);
+  }
+  tasks.run(record, call);
+  ctx.logger.debug({ task: tag(record.taskId), tool }, 'task created');
+  replyResult(res, message.id, createTaskResult(record));
+}
+
+/** The upstream's answer as it came: status, headers (less those of its connection), bytes. */
+function passBack(res: ServerResponse, raw: RawAnswer): void {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(raw.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
+  }
+  res.writeHead(raw.status, headers);
+  for (const chunk of raw.chunks) res.write(chunk);
+  res.end();
+}
+
+const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
+
+/** The call as each later upstream call re-sends it: the answers of an input round before the task are not part of it. */
+function withoutRoundFields(params: JsonObject): JsonObject {
+  const { inputResponses: _answers, requestState: _state, ...rest } = params as Record<string, unknown>;
+  return rest;
+}
+
+function callHeadersOf(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of CALL_HEADERS) {
+    const value = header(req, name);
+    if (value !== undefined) out[name] = value;
+  }
+  for (const name in req.headers) {
+    const value = req.headers[name];
+    if (name.startsWith(PARAM_HEADER_PREFIX) && typeof value === 'string') out[name] = value;
+  }
+  return out;
+}

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { startModernUpstream } from '@tether/testing';
+import type { ModernUpstream } from '@tether/testing';
+import { startInProcessStack } from './fixtures.js';
+import type { InProcessStack } from './fixtures.js';
+
+let upstream: ModernUpstream;
+let stack: InProcessStack;
+
+function server(): McpServer {
+  const s = new McpServer({ name: 'slow', version: '0.0.0' });
+  const slow = s.registerTool('slow', { inputSchema: z.object({ ms: z.number() }) }, async ({ ms }) => {
+    await new Promise((r) => setTimeout(r, ms));
+    return { content: [{ type: 'text', text: `slept ${ms}` }] };
+  });
+  (slow as unknown as { execution: unknown }).execution = { taskSupport: 'optional' };
+  return s;
+}
+
+beforeAll(async () => {
+  upstream = await startModernUpstream({ createServer: server });
+  stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url });
+});
+afterAll(async () => {
+  await stack?.teardown();
+  await upstream?.close();
+});
+
+const META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 't', version: '0' },
+  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+};
+
+async function rpc(url: string, id: number, method: string, params: Record<string, unknown>, name?: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name === undefined ? {} : { 'mcp-name': name }) },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: META } }),
+  });
+  const text = await res.text();
+  const data = text.startsWith('{') ? JSON.parse(text) : JSON.parse(text.split('\n').find((l) => l.startsWith('data: {'))!.slice(6));
+  return { status: res.status, body: data };
+}
+
+describe('tasks smoke', () => {
+  it('a slow call becomes a task created on A and read on B', async () => {
+    const fast = await rpc(stack.urls[0]!, 1, 'tools/call', { name: 'slow', arguments: { ms: 10 } }, 'slow');
+    expect(fast.body.result.content[0].text).toBe('slept 10');
+    const created = await rpc(stack.urls[0]!, 2, 'tools/call', { name: 'slow', arguments: { ms: 700 } }, 'slow');
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = created.body.result.taskId as string;
+    const working = await rpc(stack.urls[1]!, 3, 'tasks/get', { taskId }, taskId);
+    expect(working.body.result).toMatchObject({ resultType: 'complete', taskId, status: 'working' });
+    await new Promise((r) => setTimeout(r, 900));
+    const done = await rpc(stack.urls[1]!, 4, 'tasks/get', { taskId }, taskId);
+    expect(done.body.result).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: 'slept 700' }] } });
+    const discover = await rpc(stack.urls[1]!, 5, 'server/discover', {});
+    expect(discover.body.result.capabilities.extensions['io.modelcontextprotocol/tasks']).toEqual({});
+  });
+});
