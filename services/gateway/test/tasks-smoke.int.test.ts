@@ -60,4 +60,22 @@ describe('tasks smoke', () => {
     const discover = await rpc(stack.urls[1]!, 5, 'server/discover', {});
     expect(discover.body.result.capabilities.extensions['io.modelcontextprotocol/tasks']).toEqual({});
   });
+
+  it('a listen on B sees the status changes of a task running on A, then ends', async () => {
+    const created = await rpc(stack.urls[0]!, 10, 'tools/call', { name: 'slow', arguments: { ms: 600 } }, 'slow');
+    const taskId = created.body.result.taskId as string;
+    const res = await fetch(stack.urls[1]!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'subscriptions/listen', params: { notifications: { taskIds: [taskId, 'AAAAAAAAAAAAAAAAAAAAAA'] }, _meta: META } }),
+    });
+    expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const text = await res.text();
+    const messages = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+    expect(messages[0]).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: [taskId] }, _meta: { 'io.modelcontextprotocol/subscriptionId': 11 } } });
+    const statuses = messages.filter((m) => m.method === 'notifications/tasks').map((m) => m.params.status);
+    expect(statuses[0]).toBe('working');
+    expect(statuses.at(-1)).toBe('completed');
+    expect(messages.at(-1)).toMatchObject({ id: 11, result: { resultType: 'complete' } });
+  });
 });

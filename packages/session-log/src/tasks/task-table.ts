@@ -110,15 +110,18 @@ export class TaskTable {
   /**
    * Calls `listener` with every record of the task stored from now on, on
    * any instance, until the returned function is called. Core NATS: a
-   * listener that needs the state as of now reads it after subscribing.
+   * listener that needs the state as of now reads it after subscribing, and
+   * keeps the highest `seq` it saw (a read and the feed may cross).
    */
-  watch(taskId: string, listener: (record: TaskRecord) => void): () => void {
+  watch(taskId: string, listener: (stored: StoredTask) => void): () => void {
     if (!isTaskId(taskId)) return () => undefined;
     const sub: Subscription = this.#nc.subscribe(`${this.#options.subjectPrefix}.edge.live.${taskId}`, {
       callback: (err, msg) => {
         if (err !== null) return;
         const record = decodeTask(msg.data, taskId);
-        if (record !== undefined) listener(record);
+        // The stream republishes with the stored sequence in `Nats-Sequence`.
+        const seq = Number(msg.headers?.get('Nats-Sequence') ?? Number.NaN);
+        if (record !== undefined && Number.isSafeInteger(seq)) listener({ record, seq });
       },
     });
     return () => sub.unsubscribe();

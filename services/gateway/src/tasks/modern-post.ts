@@ -7,6 +7,7 @@ import { passThrough } from '../handlers/pass-through.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import { handleDiscover } from './discover.js';
+import { handleListen } from './listen.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { handleTaskMethod } from './task-methods.js';
 import { handleToolCall } from './tool-call.js';
@@ -29,5 +30,6 @@ export function serveModern(ctx: GatewayContext, tasks: EdgeTasks, route: Route,
   if (isTaskMethod(message.method)) return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
   if (message.method === 'tools/call') return handleToolCall(ctx, tasks, route, caller, req, res, body, message);
   if (message.method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body);
+  if (message.method === 'subscriptions/listen') return handleListen(ctx, tasks, route, caller, req, res, body, message);
   return passThrough(ctx, route, caller, req, res, 'POST', body);
 }
