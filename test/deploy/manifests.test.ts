@@ -31,7 +31,7 @@ import {
 import type { Doc } from './deploy-files.js';
 
 /** The metric names the deployment is built around (issue 6); the telemetry package must make exactly these. */
-const METRICS = ['tether.resumes', 'tether.replay.events', 'tether.append.duration', 'tether.stream.lag', 'tether.streams.open', 'tether.sessions.open', 'tether.lease.takeovers', 'tether.upstream.errors', 'tether.sessions.refused', 'tether.auth.refusals'];
+const METRICS = ['tether.resumes', 'tether.replay.events', 'tether.append.duration', 'tether.stream.lag', 'tether.streams.open', 'tether.sessions.open', 'tether.lease.takeovers', 'tether.upstream.errors', 'tether.sessions.refused', 'tether.auth.refusals', 'tether.tasks', 'tether.tasks.running'];
 
 const gatewayFlags = serviceFlags(GATEWAY_MAIN);
 const sessionLogFlags = serviceFlags(SESSION_LOG_MAIN);

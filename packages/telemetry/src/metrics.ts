@@ -23,6 +23,10 @@ export interface TetherMetrics {
   readonly upstreamErrors: Counter;
   /** Requests refused by `--auth jwt|introspect`, by `reason` (expired, audience, signature, scope, issuer_unavailable, …). */
   readonly authRefusals: Counter;
+  /** Tasks at the edge (2026-07-28), by `event`: created, completed, failed, cancelled, input_required, expired, runner_lost, rerun. */
+  readonly tasks: Counter;
+  /** Upstream calls of tasks running on this instance. */
+  readonly tasksRunning: UpDownCounter;
 }
 
 export const METRIC_NAMES = [
@@ -35,6 +39,8 @@ export const METRIC_NAMES = [
   'tether.lease.takeovers',
   'tether.sessions.refused',
   'tether.upstream.errors',
+  'tether.tasks',
+  'tether.tasks.running',
 ] as const;
 
 /** Instruments from the global meter provider (no-ops until the SDK starts). */
@@ -51,5 +57,7 @@ export function createTetherMetrics(scope = 'tether'): TetherMetrics {
     sessionsRefused: meter.createCounter('tether.sessions.refused', { description: 'Sessions refused at creation, by reason' }),
     upstreamErrors: meter.createCounter('tether.upstream.errors', { description: 'Failed upstream calls' }),
     authRefusals: meter.createCounter('tether.auth.refusals', { description: 'Requests refused by token validation, by reason' }),
+    tasks: meter.createCounter('tether.tasks', { description: 'Task events at the edge: created, completed, failed, cancelled, input_required, expired, runner_lost, rerun' }),
+    tasksRunning: meter.createUpDownCounter('tether.tasks.running', { description: 'Upstream calls of tasks running on this instance' }),
   };
 }

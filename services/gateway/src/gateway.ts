@@ -252,7 +252,8 @@ async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, 
     routes: config.routes,
     probe: (writer) => log.probeWriter(writer, undefined, undefined, 250),
     logger: logger.child({ component: 'tasks' }),
-    upstreamErrors: metrics.upstreamErrors,
+    metrics,
+    tracer: trace.getTracer('tether-gateway'),
   });
 }
 

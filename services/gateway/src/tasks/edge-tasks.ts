@@ -1,4 +1,6 @@
-import type { Counter } from '@opentelemetry/api';
+import { SpanStatusCode } from '@opentelemetry/api';
+import type { Tracer } from '@opentelemetry/api';
+import type { TetherMetrics } from '@tether/telemetry';
 import { isTerminal, samePrincipal } from '@tether/session-log';
 import type { JsonObject, StoredTask, TaskRecord, WriterState } from '@tether/session-log';
 import type { Logger } from 'pino';
@@ -19,8 +21,12 @@ export interface EdgeTasksOptions {
   /** Process liveness of another instance (`gone`: no process holds its presence). */
   readonly probe: (writerId: string) => Promise<WriterState>;
   readonly logger: Logger;
-  readonly upstreamErrors?: Counter;
+  readonly metrics: TetherMetrics;
+  readonly tracer: Tracer;
 }
+
+/** What starts an upstream call of a task: its first run, an answered input round, a rerun after a lost runner. */
+export type RunPhase = 'run' | 'input_round' | 'rerun';
 
 /** A task as one caller may see it. */
 export type Visible =
@@ -47,7 +53,8 @@ export class EdgeTasks {
   readonly #writerId: string;
   readonly #probe: EdgeTasksOptions['probe'];
   readonly #logger: Logger;
-  readonly #upstreamErrors: Counter | undefined;
+  readonly #metrics: TetherMetrics;
+  readonly #tracer: Tracer;
   readonly #catalogs = new Map<string, ToolCatalog>();
   /** Upstream calls this process runs, by task id. */
   readonly #running = new Map<string, ToolCall>();
@@ -60,7 +67,8 @@ export class EdgeTasks {
     this.#writerId = options.writerId;
     this.#probe = options.probe;
     this.#logger = options.logger;
-    this.#upstreamErrors = options.upstreamErrors;
+    this.#metrics = options.metrics;
+    this.#tracer = options.tracer;
     for (const route of options.routes) {
       this.#catalogs.set(route.path, new ToolCatalog({ upstreamUrl: route.upstreams[0]!, refreshMs: options.config.toolRefreshMs, taskTools: options.config.tools, logger: options.logger }));
     }
@@ -86,7 +94,12 @@ export class EdgeTasks {
 
   /** Starts an upstream `tools/call` that may become a task. */
   startCall(url: string, headers: Record<string, string>, body: Buffer, id: unknown): ToolCall {
-    return startToolCall({ url, headers, body, id, maxRawBytes: MAX_RAW_BYTES, ...(this.#upstreamErrors === undefined ? {} : { errors: this.#upstreamErrors }) });
+    return startToolCall({ url, headers, body, id, maxRawBytes: MAX_RAW_BYTES, errors: this.#metrics.upstreamErrors });
+  }
+
+  /** Counts a task event (`tether.tasks`). */
+  count(event: string): void {
+    this.#metrics.tasks.add(1, { event });
   }
 
   /** The task if `principal` may see it on `route`. */
@@ -102,22 +115,39 @@ export class EdgeTasks {
    * when it ends, the outcome is stored unless something else settled the
    * task first. A call still running when the task expires is closed.
    */
-  run(record: TaskRecord, call: ToolCall): void {
+  run(record: TaskRecord, call: ToolCall, phase: RunPhase): void {
     const { taskId } = record;
     this.#running.set(taskId, call);
-    const expiry = setTimeout(() => call.abort('the task expired before the upstream answered'), Math.max(0, record.createdAtMs + record.ttlMs - Date.now()));
+    this.#metrics.tasksRunning.add(1);
+    // A child of the request that started it (the call, the tasks/update, the poll that found the runner gone): the trace links them.
+    const span = this.#tracer.startSpan(`tether.task.${phase}`, { attributes: { 'tether.task': tag(taskId), 'mcp.tool': record.tool, 'tether.task.attempt': record.attempts } });
+    let expired = false;
+    const expiry = setTimeout(() => {
+      expired = true;
+      call.abort('the task expired before the upstream answered');
+    }, Math.max(0, record.createdAtMs + record.ttlMs - Date.now()));
     expiry.unref();
     void call.outcome
       .then((outcome) =>
         this.#table.update(taskId, (current) => (current.status === 'working' && current.runner === this.#writerId ? settled(current, outcome, Date.now()) : undefined)),
       )
       .then((stored) => {
-        if (stored !== undefined) this.#logger.debug({ task: tag(taskId), status: stored.record.status }, 'task settled');
+        if (stored === undefined) return;
+        const { status } = stored.record;
+        span.setAttribute('tether.task.status', status);
+        if (status === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: stored.record.statusMessage ?? 'failed' });
+        this.count(expired ? 'expired' : status);
+        this.#logger.debug({ task: tag(taskId), status }, 'task settled');
       })
-      .catch((err: unknown) => this.#logger.warn({ task: tag(taskId), err: String(err) }, 'could not store a task outcome; the next reader settles it as lost'))
+      .catch((err: unknown) => {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: 'outcome not stored' });
+        this.#logger.warn({ task: tag(taskId), err: String(err) }, 'could not store a task outcome; the next reader settles it as lost');
+      })
       .finally(() => {
         clearTimeout(expiry);
         this.#running.delete(taskId);
+        this.#metrics.tasksRunning.add(-1);
+        span.end();
       });
   }
 
@@ -154,8 +184,10 @@ export class EdgeTasks {
     if (next === undefined) return stored;
     if (rerun && next.record.runner === this.#writerId && next.record.reruns === record.reruns + 1) {
       this.#logger.info({ task: tag(record.taskId), attempt: next.record.attempts }, 'task runner lost: running the idempotent call again');
-      this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}));
-    } else if (next.record.status === 'failed') {
+      this.count('rerun');
+      this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}), 'rerun');
+    } else if (next.record.status === 'failed' && next.record.runner === null && record.status === 'working') {
+      this.count('runner_lost');
       this.#logger.info({ task: tag(record.taskId) }, 'task runner lost: settled failed');
     }
     return next;
@@ -221,7 +253,7 @@ export class EdgeTasks {
     const { record } = stored;
     const upstreamAnswers: Record<string, unknown> = {};
     for (const [key, response] of Object.entries(record.inputResponses ?? {})) upstreamAnswers[record.keyMap?.[key] ?? key] = response;
-    this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }));
+    this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }), 'input_round');
   }
 
   /** The task's call made again (an input round answered, or a rerun): its params, the round's additions, this caller's credentials. */

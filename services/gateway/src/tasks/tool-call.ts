@@ -78,7 +78,8 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
     ctx.logger.warn({ err: String(err) }, 'task store unavailable: a call that would have become a task was refused');
     return replyRpcError(res, message.id, { code: RpcCode.internal, message: 'the task store is unavailable; retry shortly' }, 503);
   }
-  tasks.run(record, call);
+  tasks.count('created');
+  tasks.run(record, call, 'run');
   ctx.logger.debug({ task: tag(record.taskId), tool }, 'task created');
   replyResult(res, message.id, createTaskResult(record));
 }
