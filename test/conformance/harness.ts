@@ -38,37 +38,54 @@ export function readBaseline(url: URL): Baseline {
   return JSON.parse(readFileSync(fileURLToPath(url), 'utf8')) as Baseline;
 }
 
-/** A `tether-gateway` process on a random port in front of `upstreamUrl`. */
-export function startConformanceGateway(natsUrl: string, upstreamUrl: string, instanceId: string): Promise<ServiceProcess> {
+/** A `tether-gateway` process on a random port in front of `upstreamUrl`; `extraArgs` such as `--tasks on`. */
+export function startConformanceGateway(natsUrl: string, upstreamUrl: string, instanceId: string, extraArgs: readonly string[] = []): Promise<ServiceProcess> {
   return startServiceProcess({
     name: `${instanceId}-gateway`,
     command: process.execPath,
-    args: [GATEWAY_MAIN, '--port', '0', '--nats', natsUrl, '--upstream', upstreamUrl, '--instance-id', instanceId, '--drain-timeout', '2s'],
+    args: [GATEWAY_MAIN, '--port', '0', '--nats', natsUrl, '--upstream', upstreamUrl, '--instance-id', instanceId, '--drain-timeout', '2s', ...extraArgs],
     readyLine: (json) => json.msg === 'listening',
   });
 }
 
 /** What must match between two runs: every check but the trace and `except`, by id and status. */
-function verdicts(result: ScenarioResult | undefined, except: ReadonlySet<string> = new Set()): string[] {
-  return (result?.checks ?? []).filter((c) => !(c.status === 'INFO' && TRACE_CHECKS.has(c.id)) && !except.has(c.id)).map((c) => `${c.id}: ${c.status}`);
+function verdicts(result: ScenarioResult | undefined, except: (id: string) => boolean = () => false): string[] {
+  return (result?.checks ?? []).filter((c) => !(c.status === 'INFO' && TRACE_CHECKS.has(c.id)) && !except(c.id)).map((c) => `${c.id}: ${c.status}`);
 }
 
-function failing(result: ScenarioResult | undefined): Check[] {
+/** A scenario's FAILURE and WARNING checks: what makes it fail. */
+export function failingChecks(result: ScenarioResult | undefined): Check[] {
   return (result?.checks ?? []).filter((c) => c.status === 'FAILURE' || c.status === 'WARNING');
 }
 
 /** The whole failing checks (with their messages) for a diff, not just the ids. */
-function explain(result: ScenarioResult | undefined): string {
-  return JSON.stringify(failing(result).map((c) => ({ id: c.id, status: c.status, errorMessage: c.errorMessage })), null, 2);
+export function explainFailures(result: ScenarioResult | undefined): string {
+  return JSON.stringify(failingChecks(result).map((c) => ({ id: c.id, status: c.status, errorMessage: c.errorMessage })), null, 2);
 }
 
-const ids = (checks: readonly Check[]) => checks.map((c) => c.id).sort();
+/** Check ids, sorted: what the baselines list. */
+export const checkIds = (checks: readonly Check[]) => checks.map((c) => c.id).sort();
 
-/** The two runs of one suite, filled by the file's `beforeAll`. */
+/** Whether a gateway process logged anything at error level or above. */
+export function loggedErrors(gateway: ServiceProcess | undefined): Record<string, unknown>[] {
+  return (gateway?.stdoutJson ?? []).filter((line) => typeof line['level'] === 'number' && line['level'] >= 50);
+}
+
+/** The runs of one suite, filled by the file's `beforeAll`. */
 export interface ConformanceRuns {
   readonly direct: ReadonlyMap<string, ScenarioResult>;
   readonly viaGateway: ReadonlyMap<string, ScenarioResult>;
   readonly gateway: ServiceProcess | undefined;
+  /** Runs through gateways started otherwise, by {@link OtherGateway.label}. */
+  readonly viaOthers?: ReadonlyMap<string, { readonly results: ReadonlyMap<string, ScenarioResult>; readonly gateway: ServiceProcess | undefined }>;
+}
+
+/** A further gateway run held to the same rule as the main one, less the checks it may decide itself. */
+export interface OtherGateway {
+  /** Names the run in test titles and in {@link ConformanceRuns.viaOthers}, e.g. `--tasks on`. */
+  readonly label: string;
+  /** Checks left out of the comparison (say which and why where this is set). Default: none. */
+  readonly ignore?: (checkId: string) => boolean;
 }
 
 export interface ConformanceTestsOptions {
@@ -79,6 +96,8 @@ export interface ConformanceTestsOptions {
   readonly scenarios: readonly string[];
   readonly baseline: Baseline;
   readonly runs: () => ConformanceRuns;
+  /** More gateway runs, each compared with the direct run as the main one is. Default: none. */
+  readonly others?: readonly OtherGateway[];
 }
 
 /** The tests of one suite run: the baseline's own sanity, one pair per scenario, and the gateway's log. */
@@ -102,28 +121,38 @@ export function describeConformance(opts: ConformanceTestsOptions): void {
 
     it('directly: passes, or fails with exactly the checks the baseline names', () => {
       const got = opts.runs().direct.get(scenario);
-      expect(ids(failing(got)), explain(got)).toEqual([...(entry?.checks ?? [])].sort());
+      expect(checkIds(failingChecks(got)), explainFailures(got)).toEqual([...(entry?.checks ?? [])].sort());
     });
 
-    it('through the gateway: the same result as directly', () => {
-      const { direct, viaGateway } = opts.runs();
-      const got = viaGateway.get(scenario);
+    const sameAsDirect = (got: ScenarioResult | undefined, ignore: (id: string) => boolean = () => false) => {
+      const direct = opts.runs().direct.get(scenario);
       if (entry?.viaGateway === undefined) {
-        expect(got?.outcome, explain(got)).toBe(direct.get(scenario)?.outcome);
-        expect(verdicts(got)).toEqual(verdicts(direct.get(scenario)));
+        expect(checkIds(failingChecks(got).filter((c) => !ignore(c.id))), explainFailures(got)).toEqual(checkIds(failingChecks(direct).filter((c) => !ignore(c.id))));
+        expect(verdicts(got, ignore)).toEqual(verdicts(direct, ignore));
         return;
       }
       // The gateway decides these checks itself (the baseline says why); every other one is the upstream's.
-      expect(ids(failing(got)), explain(got)).toEqual([...entry.viaGateway.checks].sort());
+      expect(checkIds(failingChecks(got)), explainFailures(got)).toEqual([...entry.viaGateway.checks].sort());
       const decided = new Set([...entry.checks, ...entry.viaGateway.checks]);
-      expect(verdicts(got, decided)).toEqual(verdicts(direct.get(scenario), decided));
-    });
+      const except = (id: string) => decided.has(id) || ignore(id);
+      expect(verdicts(got, except)).toEqual(verdicts(direct, except));
+    };
+
+    it('through the gateway: the same result as directly', () => sameAsDirect(opts.runs().viaGateway.get(scenario)));
+
+    for (const other of opts.others ?? []) {
+      it(`through the gateway ${other.label}: the same result as directly`, () => sameAsDirect(opts.runs().viaOthers?.get(other.label)?.results.get(scenario), other.ignore));
+    }
   });
 
   describe(`${title}: tether-gateway`, () => {
     it('logged no error', () => {
-      const errors = (opts.runs().gateway?.stdoutJson ?? []).filter((line) => typeof line['level'] === 'number' && line['level'] >= 50);
-      expect(errors).toEqual([]);
+      expect(loggedErrors(opts.runs().gateway)).toEqual([]);
     });
+    for (const other of opts.others ?? []) {
+      it(`${other.label} logged no error`, () => {
+        expect(loggedErrors(opts.runs().viaOthers?.get(other.label)?.gateway)).toEqual([]);
+      });
+    }
   });
 }

@@ -35,6 +35,7 @@ export {
   type TokenResponse,
 } from './authorization-server.js';
 export { ModernTools, startModernUpstream, type ModernUpstream, type ModernUpstreamOptions } from './modern-upstream.js';
+export { startTaskUpstream, TaskTools, type TaskUpstream, type TaskUpstreamOptions } from './task-upstream.js';
 export {
   isNatsServerNotFound,
   isTestingError,

@@ -38,6 +38,8 @@ export interface TaskRecord {
    * while the task is `working` is how other instances know the call is lost.
    */
   readonly runner: string | null;
+  /** The `--instance-id` of the instance that ran the call last, for operators (the runner id is a process incarnation). */
+  readonly runnerInstance?: string;
   /** Upstream calls made for this task (the first, input rounds and reruns). */
   readonly attempts: number;
   /** Reruns after a lost runner (`--task-retry idempotent`). */

@@ -17,6 +17,8 @@ export interface EdgeTasksOptions {
   readonly table: TaskPort;
   /** This process's writer id: the runner named in the tasks it runs, and its presence. */
   readonly writerId: string;
+  /** `--instance-id`, recorded beside the runner for operators. */
+  readonly instanceId: string;
   readonly routes: readonly Route[];
   /** Process liveness of another instance (`gone`: no process holds its presence). */
   readonly probe: (writerId: string) => Promise<WriterState>;
@@ -51,6 +53,7 @@ export class EdgeTasks {
   readonly config: TasksConfig;
   readonly #table: TaskPort;
   readonly #writerId: string;
+  readonly instanceId: string;
   readonly #probe: EdgeTasksOptions['probe'];
   readonly #logger: Logger;
   readonly #metrics: TetherMetrics;
@@ -65,6 +68,7 @@ export class EdgeTasks {
     this.config = options.config;
     this.#table = options.table;
     this.#writerId = options.writerId;
+    this.instanceId = options.instanceId;
     this.#probe = options.probe;
     this.#logger = options.logger;
     this.#metrics = options.metrics;
@@ -170,7 +174,7 @@ export class EdgeTasks {
     const next = await this.#table.update(record.taskId, (current) => {
       if (current.status !== 'working' || current.runner !== dead) return undefined;
       const now = Date.now();
-      if (rerun) return { ...current, runner: this.#writerId, attempts: current.attempts + 1, reruns: current.reruns + 1, updatedAtMs: now };
+      if (rerun) return { ...current, runner: this.#writerId, runnerInstance: this.instanceId, attempts: current.attempts + 1, reruns: current.reruns + 1, updatedAtMs: now };
       return failed(
         { ...current, updatedAtMs: now },
         {
@@ -244,6 +248,7 @@ export class EdgeTasks {
         status: 'working',
         inputResponses: answered,
         runner: this.#writerId,
+        runnerInstance: this.instanceId,
         attempts: current.attempts + 1,
         rounds: current.rounds + 1,
         updatedAtMs: now,

@@ -63,6 +63,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
     ttlMs: tasks.config.ttlMs,
     pollIntervalMs: tasks.config.pollIntervalMs,
     runner: tasks.writerId,
+    runnerInstance: tasks.instanceId,
     attempts: 1,
     reruns: 0,
     rounds: 0,
