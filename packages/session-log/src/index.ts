@@ -47,3 +47,5 @@ export type { CancelAnswer, StoredTask, TaskTableOptions } from './tasks/task-ta
 export { expiresAt, isTaskStatus, isTerminal } from './tasks/task-record.js';
 export type { JsonObject, TaskRecord, TaskStatus } from './tasks/task-record.js';
 export { isTaskId, newTaskId } from './tasks/task-ids.js';
+export { TaskEvents, TaskEventWriter, TASK_EVENT_KIND, TASK_EVENT_SEQ } from './tasks/task-events.js';
+export type { TaskEvent, TaskEventsOptions } from './tasks/task-events.js';

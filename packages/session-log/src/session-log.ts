@@ -29,6 +29,7 @@ import { createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
 import { TaskTable } from './tasks/task-table.js';
+import { TaskEvents } from './tasks/task-events.js';
 import type { LogHandles } from './setup.js';
 import { createSubjects, ControlType, parseAdminRequest } from './wire.js';
 import type { AdminAnswer, AdminRequest, ControlMessage } from './wire.js';
@@ -163,6 +164,22 @@ export class SessionLog {
       replicas: ctx.config.replicas,
       maxTtlMs,
       perMessageTtl: this.server.features.perMessageTtl,
+      requestTimeoutMs: ctx.config.requestTimeoutMs,
+    });
+  }
+
+  /**
+   * The recorded events of the gateway's tasks (`tasks/stream`, the draft
+   * SEP-2694), creating their stream if needed.
+   */
+  openTaskEvents(maxTtlMs: number, maxEventsPerTask: number): Promise<TaskEvents> {
+    const ctx = this.#ctx;
+    return TaskEvents.open(ctx.js, ctx.jsm, {
+      streamName: `${ctx.config.tasksStream}_EVENTS`,
+      subjectPrefix: ctx.config.subjectPrefix,
+      replicas: ctx.config.replicas,
+      maxTtlMs,
+      maxEventsPerTask,
       requestTimeoutMs: ctx.config.requestTimeoutMs,
     });
   }

@@ -71,6 +71,10 @@ export interface TasksConfig {
   readonly retry: 'off' | 'idempotent';
   /** How old the upstream's tool list may get before it is asked again. */
   readonly toolRefreshMs: number;
+  /** `--experimental-task-streams`: record each task's notifications and serve `tasks/stream` (the draft SEP-2694). */
+  readonly streams: boolean;
+  /** Events kept per task for `tasks/stream`; a cursor behind them gets `events_gone`. */
+  readonly maxEventsPerTask: number;
 }
 
 /** Every flag, its env twin and default: the single source for parsing and `--help`. */
@@ -109,6 +113,8 @@ export const FLAGS = [
   { flag: 'task-poll-interval', env: 'TETHER_TASK_POLL_INTERVAL', help: 'pollIntervalMs suggested to clients (ms, or 1s)', fallback: '1000' },
   { flag: 'task-tools', env: 'TETHER_TASK_TOOLS', help: 'tools run as tasks when slow even if the upstream does not declare execution.taskSupport, comma separated', fallback: '' },
   { flag: 'task-retry', env: 'TETHER_TASK_RETRY', help: 'a task whose gateway died: off (settled failed) or idempotent (re-run when the tool is annotated idempotentHint)', fallback: 'off' },
+  { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'record task notifications and serve tasks/stream {taskId, after} (the draft SEP-2694; may change): on|off', fallback: 'off' },
+  { flag: 'task-max-events', env: 'TETHER_TASK_MAX_EVENTS', help: 'notifications kept per task for tasks/stream (older ones: events_gone)', fallback: '10000' },
   { flag: 'task-tool-refresh', env: 'TETHER_TASK_TOOL_REFRESH', help: 'how often the upstream tool list (taskSupport, idempotentHint) is read again (ms, or 1m)', fallback: '1m' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
@@ -198,7 +204,7 @@ export function parseConfig(
   };
 }
 
-type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'task-retry' | 'task-tool-refresh';
+type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'task-retry' | 'task-tool-refresh' | 'experimental-task-streams' | 'task-max-events';
 
 function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
   const retry = raw('task-retry');
@@ -211,6 +217,8 @@ function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
     tools: list(raw('task-tools'), ','),
     retry,
     toolRefreshMs: duration('task-tool-refresh', raw('task-tool-refresh'), 1_000),
+    streams: onOff('experimental-task-streams', raw('experimental-task-streams')),
+    maxEventsPerTask: int('task-max-events', raw('task-max-events'), 1, 1_000_000),
   };
 }
 

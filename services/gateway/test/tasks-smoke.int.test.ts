@@ -10,18 +10,26 @@ let upstream: ModernUpstream;
 let stack: InProcessStack;
 
 function server(): McpServer {
-  const s = new McpServer({ name: 'slow', version: '0.0.0' });
+  const s = new McpServer({ name: 'slow', version: '0.0.0' }, { capabilities: { logging: {} } });
   const slow = s.registerTool('slow', { inputSchema: z.object({ ms: z.number() }) }, async ({ ms }) => {
     await new Promise((r) => setTimeout(r, ms));
     return { content: [{ type: 'text', text: `slept ${ms}` }] };
   });
   (slow as unknown as { execution: unknown }).execution = { taskSupport: 'optional' };
+  const chatty = s.registerTool('chatty', { inputSchema: z.object({ n: z.number() }) }, async ({ n }, ctx) => {
+    for (let i = 1; i <= n; i += 1) {
+      await ctx.mcpReq.notify({ method: 'notifications/message', params: { level: 'info', data: `step ${i}` } });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { content: [{ type: 'text', text: `did ${n}` }] };
+  });
+  (chatty as unknown as { execution: unknown }).execution = { taskSupport: 'optional' };
   return s;
 }
 
 beforeAll(async () => {
   upstream = await startModernUpstream({ createServer: server });
-  stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url });
+  stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url, args: ['--experimental-task-streams', 'on'] });
 });
 afterAll(async () => {
   await stack?.teardown();
@@ -77,5 +85,26 @@ describe('tasks smoke', () => {
     expect(statuses[0]).toBe('working');
     expect(statuses.at(-1)).toBe('completed');
     expect(messages.at(-1)).toMatchObject({ id: 11, result: { resultType: 'complete' } });
+  });
+
+  it('tasks/stream on B replays the notifications recorded on A after a cursor, then ends with the task', async () => {
+    const created = await rpc(stack.urls[0]!, 20, 'tools/call', { name: 'chatty', arguments: { n: 6 } }, 'chatty');
+    expect(created.body.result).toMatchObject({ resultType: 'task' });
+    const taskId = created.body.result.taskId as string;
+    const stream = async (after: number) => {
+      const res = await fetch(stack.urls[1]!, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tasks/stream', 'mcp-name': taskId },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tasks/stream', params: { taskId, after, _meta: META } }),
+      });
+      return (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+    };
+    const all = await stream(0);
+    const events = all.filter((m) => m.method === 'notifications/tasks/event');
+    expect(events.map((m) => m.params.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(events.map((m) => m.params.event.params.data)).toEqual(['step 1', 'step 2', 'step 3', 'step 4', 'step 5', 'step 6']);
+    expect(all.at(-1)).toMatchObject({ id: 21, result: { resultType: 'complete', taskId, lastSeq: 6, status: 'completed' } });
+    const rest = await stream(4);
+    expect(rest.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([5, 6]);
   });
 });

@@ -44,6 +44,7 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     publishControl: (message) => log.publishControl(message),
     listenControl: (sessionId, listener) => log.listenControl(sessionId, listener),
     openTasks: (maxTtlMs) => log.openTasks(maxTtlMs),
+    openTaskEvents: (maxTtlMs, maxEventsPerTask) => log.openTaskEvents(maxTtlMs, maxEventsPerTask),
     ready: async () => !nc.isClosed() && !nc.isDraining() && nc.info !== undefined,
     server: () => log.server,
     close: async () => {

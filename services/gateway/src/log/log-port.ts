@@ -13,6 +13,7 @@ import type {
   ServerReport,
   SessionRecord,
   StreamReader,
+  TaskEvents,
   TaskTable,
   WriterState,
   WritesStream,
@@ -100,6 +101,8 @@ export interface LogPort {
    * gRPC it is undefined and the gateway serves no tasks (docs/design.md).
    */
   readonly openTasks?: (maxTtlMs: number) => Promise<TaskPort>;
+  /** The recorded notifications of tasks (`--experimental-task-streams`); in-process only, like `openTasks`. */
+  readonly openTaskEvents?: (maxTtlMs: number, maxEventsPerTask: number) => Promise<TaskEvents>;
 
   /** True when the log can take requests (for /readyz). */
   ready(): Promise<boolean>;

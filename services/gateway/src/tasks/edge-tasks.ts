@@ -2,7 +2,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import type { Tracer } from '@opentelemetry/api';
 import type { TetherMetrics } from '@tether/telemetry';
 import { isTerminal, samePrincipal } from '@tether/session-log';
-import type { JsonObject, StoredTask, TaskRecord, WriterState } from '@tether/session-log';
+import type { JsonObject, StoredTask, TaskEvents, TaskRecord, WriterState } from '@tether/session-log';
 import type { Logger } from 'pino';
 import type { TasksConfig, Route } from '../config.js';
 import type { TaskPort } from '../log/log-port.js';
@@ -25,6 +25,8 @@ export interface EdgeTasksOptions {
   readonly logger: Logger;
   readonly metrics: TetherMetrics;
   readonly tracer: Tracer;
+  /** Each task's notifications, recorded for `tasks/stream` (`--experimental-task-streams`). */
+  readonly events?: TaskEvents;
 }
 
 /** What starts an upstream call of a task: its first run, an answered input round, a rerun after a lost runner. */
@@ -63,6 +65,7 @@ export class EdgeTasks {
   readonly #running = new Map<string, ToolCall>();
   readonly #alive = new Map<string, { state: WriterState; atMs: number }>();
   readonly #stopCancels: () => void;
+  readonly events: TaskEvents | undefined;
 
   constructor(options: EdgeTasksOptions) {
     this.config = options.config;
@@ -73,6 +76,7 @@ export class EdgeTasks {
     this.#logger = options.logger;
     this.#metrics = options.metrics;
     this.#tracer = options.tracer;
+    this.events = options.events;
     for (const route of options.routes) {
       this.#catalogs.set(route.path, new ToolCatalog({ upstreamUrl: route.upstreams[0]!, refreshMs: options.config.toolRefreshMs, taskTools: options.config.tools, logger: options.logger }));
     }
@@ -131,6 +135,8 @@ export class EdgeTasks {
       call.abort('the task expired before the upstream answered');
     }, Math.max(0, record.createdAtMs + record.ttlMs - Date.now()));
     expiry.unref();
+    const recorder = this.events?.writer(taskId);
+    if (recorder !== undefined) call.setNotificationSink((message) => void recorder.append(message));
     void call.outcome
       .then((outcome) =>
         this.#table.update(taskId, (current) => (current.status === 'working' && current.runner === this.#writerId ? settled(current, outcome, Date.now()) : undefined)),
@@ -142,6 +148,8 @@ export class EdgeTasks {
         if (status === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: stored.record.statusMessage ?? 'failed' });
         this.count(expired ? 'expired' : status);
         this.#logger.debug({ task: tag(taskId), status }, 'task settled');
+        // After the last notification of a settled task: a stream reader ends there (an input round's next call goes on after it).
+        if (recorder !== undefined && isTerminal(status)) void recorder.append(endMarker(status), true);
       })
       .catch((err: unknown) => {
         span.setStatus({ code: SpanStatusCode.ERROR, message: 'outcome not stored' });
@@ -192,6 +200,7 @@ export class EdgeTasks {
       this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}), 'rerun');
     } else if (next.record.status === 'failed' && next.record.runner === null && record.status === 'working') {
       this.count('runner_lost');
+      if (this.events !== undefined) void this.events.writer(record.taskId).append(endMarker('failed'), true);
       this.#logger.info({ task: tag(record.taskId) }, 'task runner lost: settled failed');
     }
     return next;
@@ -298,6 +307,11 @@ export class EdgeTasks {
     for (const catalog of this.#catalogs.values()) catalog.close();
     for (const call of this.#running.values()) call.abort('the gateway stopped');
   }
+}
+
+/** The marker after a call's last recorded notification. */
+function endMarker(status: string): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify({ status }));
 }
 
 /** A task id's first characters, for logs (a task id is a bearer handle: never logged whole). */

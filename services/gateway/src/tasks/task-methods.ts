@@ -67,7 +67,7 @@ export async function handleTaskMethod(ctx: GatewayContext, tasks: EdgeTasks, ro
  * or different one is -32020 at HTTP 400. Values are compared without
  * surrounding whitespace (RFC 9110 field parsing).
  */
-function headerMismatch(req: IncomingMessage, method: string, params: JsonObject | undefined): RpcError | undefined {
+export function headerMismatch(req: IncomingMessage, method: string, params: JsonObject | undefined): RpcError | undefined {
   const sentMethod = header(req, 'mcp-method')?.trim();
   if (sentMethod !== method) {
     return { code: RpcCode.headerMismatch, message: `Bad Request: the request headers and body disagree: the body names method ${method} but the Mcp-Method header is ${sentMethod === undefined ? 'absent' : JSON.stringify(sentMethod)}` };

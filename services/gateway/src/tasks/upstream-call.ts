@@ -30,6 +30,8 @@ export interface ToolCall {
   dropRaw(): void;
   /** Closes the upstream request: in 2026-07-28 closing the stream is the cancellation. */
   abort(reason: string): void;
+  /** Where the call's notifications go from now on; those that came before are handed over first, in order. */
+  setNotificationSink(sink: (message: Uint8Array) => void): void;
 }
 
 export interface ToolCallOptions {
@@ -38,8 +40,6 @@ export interface ToolCallOptions {
   readonly body: Buffer;
   /** Our request's id, as it is in the body. */
   readonly id: unknown;
-  /** Progress and log notifications of the call. */
-  readonly onNotification?: (message: JsonObject) => void;
   /** Bytes kept for passing back before the call becomes a task. */
   readonly maxRawBytes: number;
   readonly errors?: Counter;
@@ -57,6 +57,14 @@ export function startToolCall(options: ToolCallOptions): ToolCall {
   let abortReason: string | undefined;
   let raw: { status: number; headers: RawAnswer['headers']; chunks: Buffer[]; bytes: number } | undefined;
   let keepRaw = true;
+  // Notifications before a sink is set (the call is not a task yet): kept, bounded.
+  let early: Uint8Array[] | undefined = [];
+  let sink: ((message: Uint8Array) => void) | undefined;
+  const onNotification = (text: string): void => {
+    const bytes = new TextEncoder().encode(text);
+    if (sink !== undefined) sink(bytes);
+    else if (early !== undefined && early.length < MAX_EARLY_NOTIFICATIONS) early.push(bytes);
+  };
 
   const outcome = (async (): Promise<CallOutcome> => {
     let answer;
@@ -79,7 +87,7 @@ export function startToolCall(options: ToolCallOptions): ToolCall {
           const chunk = Buffer.from(piece);
           keep(chunk);
           for (const event of parser.push(chunk)) {
-            const found = readMessage(event.data, options);
+            const found = readMessage(event.data, options.id, onNotification);
             if (found !== undefined) {
               // Read no further: returning from the loop closes the stream.
               return { kind: 'answer', answer: found };
@@ -91,7 +99,7 @@ export function startToolCall(options: ToolCallOptions): ToolCall {
       const body = await answer.bytes();
       keep(body);
       if (answer.status === 200 || answer.status === 202) {
-        const found = readMessage(body.toString('utf8'), options);
+        const found = readMessage(body.toString('utf8'), options.id, onNotification);
         if (found !== undefined) return { kind: 'answer', answer: found };
       }
       return { kind: 'http', status: answer.status, body };
@@ -111,6 +119,11 @@ export function startToolCall(options: ToolCallOptions): ToolCall {
       abortReason ??= reason;
       abort.abort(new Error(reason));
     },
+    setNotificationSink: (next) => {
+      for (const bytes of early ?? []) next(bytes);
+      early = undefined;
+      sink = next;
+    },
   };
 }
 
@@ -120,8 +133,11 @@ function lost(err: unknown, abortReason: string | undefined): CallOutcome {
   return { kind: 'lost', reason, aborted: false };
 }
 
+/** Notifications kept before the call becomes a task (it has 250 ms to send them). */
+const MAX_EARLY_NOTIFICATIONS = 1_000;
+
 /** The response to our id in one JSON text (a message or a batch); notifications are handed on, anything else is skipped. */
-function readMessage(text: string, options: ToolCallOptions): RpcAnswer | undefined {
+function readMessage(text: string, id: unknown, onNotification: (text: string) => void): RpcAnswer | undefined {
   if (text === '') return undefined;
   let value: unknown;
   try {
@@ -133,10 +149,10 @@ function readMessage(text: string, options: ToolCallOptions): RpcAnswer | undefi
     if (typeof m !== 'object' || m === null) continue;
     const message = m as Record<string, unknown>;
     if (typeof message.method === 'string') {
-      if (message.id === undefined) options.onNotification?.(message);
+      if (message.id === undefined) onNotification(Array.isArray(value) ? JSON.stringify(message) : text);
       continue;
     }
-    if (!sameId(message.id, options.id)) continue;
+    if (!sameId(message.id, id)) continue;
     if (isObject(message.error)) return { error: message.error };
     if (isObject(message.result)) return { result: message.result };
   }
