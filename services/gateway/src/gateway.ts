@@ -204,8 +204,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
         ctx.audit.record(d.sessionId, { kind: AuditKind.drain, stream: d.stream });
         d.abort.abort('drain');
       }
-      await stopWriters(config.drainTimeoutMs);
-      ctx.tasks?.close();
+      // Task calls and POST pumps finish within the same drain timeout, side by side.
+      await Promise.all([stopWriters(config.drainTimeoutMs), ctx.tasks?.drain(config.drainTimeoutMs)]);
       // Pumps are stopped and their streams released: from now on probes of
       // this writer get "no responders" and every reader takes over at once.
       await presence.close();
@@ -220,8 +220,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       draining = true;
       stopAdmin();
       for (const d of local.deliveries) d.abort.abort('closed');
-      await stopWriters(0);
-      ctx.tasks?.close();
+      await Promise.all([stopWriters(0), ctx.tasks?.drain(0)]);
       await presence.close();
       writers.close();
       server.closeAllConnections();

@@ -63,6 +63,8 @@ export class EdgeTasks {
   readonly #catalogs = new Map<string, ToolCatalog>();
   /** Upstream calls this process runs, by task id. */
   readonly #running = new Map<string, ToolCall>();
+  /** Each running call's settle (its outcome stored, or given up), for a drain to wait on. */
+  readonly #settling = new Set<Promise<unknown>>();
   readonly #alive = new Map<string, { state: WriterState; atMs: number }>();
   readonly #stopCancels: () => void;
   readonly events: TaskEvents | undefined;
@@ -137,7 +139,7 @@ export class EdgeTasks {
     expiry.unref();
     const recorder = this.events?.writer(taskId);
     if (recorder !== undefined) call.setNotificationSink((message) => void recorder.append(message));
-    void call.outcome
+    const settling: Promise<unknown> = call.outcome
       .then((outcome) =>
         this.#table.update(taskId, (current) => (current.status === 'working' && current.runner === this.#writerId ? settled(current, outcome, Date.now()) : undefined)),
       )
@@ -158,9 +160,11 @@ export class EdgeTasks {
       .finally(() => {
         clearTimeout(expiry);
         this.#running.delete(taskId);
+        this.#settling.delete(settling);
         this.#metrics.tasksRunning.add(-1);
         span.end();
       });
+    this.#settling.add(settling);
   }
 
   /**
@@ -301,13 +305,30 @@ export class EdgeTasks {
     return state;
   }
 
-  /** Stops answering cancels and closes every upstream call running here (their tasks are then settled by whoever reads them next). */
+  /**
+   * SIGTERM: the calls running here may finish into their tasks until
+   * `timeoutMs`; the rest are closed and settled `failed` (the gateway
+   * stopped), each outcome stored before this resolves (at most 1 s more).
+   * Cancels are answered until then.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#settling.size > 0 && Date.now() < deadline) {
+      await Promise.race([Promise.allSettled([...this.#settling]), sleep(deadline - Date.now())]);
+    }
+    this.close();
+    await Promise.race([Promise.allSettled([...this.#settling]), sleep(1_000)]);
+  }
+
+  /** Stops answering cancels and closes every upstream call running here (their tasks are settled as their calls end). */
   close(): void {
     this.#stopCancels();
     for (const catalog of this.#catalogs.values()) catalog.close();
-    for (const call of this.#running.values()) call.abort('the gateway stopped');
+    for (const call of this.#running.values()) call.abort('the gateway stopped before the upstream answered');
   }
 }
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
 
 /** The marker after a call's last recorded notification. */
 function endMarker(status: string): Uint8Array {

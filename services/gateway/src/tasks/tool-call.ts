@@ -7,14 +7,15 @@ import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { passThrough, upstreamFailure } from '../handlers/pass-through.js';
-import { replyError } from '../http/reply.js';
+import { passThrough } from '../handlers/pass-through.js';
+import { GatewayErrorCode, replyError } from '../http/reply.js';
 import { forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { tag } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
 import type { RawAnswer } from './upstream-call.js';
 import { createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
+import type { RpcError } from './wire.js';
 
 /** Headers of the first request that the task's later calls repeat (never credentials). */
 const CALL_HEADERS = ['mcp-protocol-version'];
@@ -44,9 +45,12 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
   if (early !== TIMED_OUT) {
+    if (early.kind === 'lost') return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: early.reason });
     const raw = call.raw();
-    if (early.kind === 'lost' || raw === undefined) return replyError(res, upstreamFailure(early.kind === 'lost' ? new Error(early.reason) : undefined));
-    return passBack(res, raw);
+    if (raw !== undefined) return passBack(res, raw);
+    // Too large to have kept byte for byte (over 4 MiB in 250 ms): the answer, re-encoded.
+    if (early.kind === 'answer') return early.answer.error === undefined ? replyResult(res, message.id, early.answer.result) : replyRpcError(res, message.id, early.answer.error as unknown as RpcError);
+    return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `the upstream answered HTTP ${early.status} with a body too large to pass back` });
   }
 
   call.dropRaw();
