@@ -20,6 +20,8 @@ export interface InspectAccessOptions {
   readonly streamName?: string;
   readonly subjectPrefix?: string;
   readonly sessionsBucket?: string;
+  /** The gateway's durable tasks; default the namespace's (`TETHER_EDGE_TASKS[_<namespace>]`). */
+  readonly tasksStream?: string;
   /** JetStream request timeout. Default 5000 ms. */
   readonly timeoutMs?: number;
 }
@@ -38,6 +40,8 @@ export interface InspectAccess {
   readonly subjectPrefix: string;
   readonly subjects: Subjects;
   readonly sessions: KV;
+  /** May not exist: the stream is made when a gateway first stores a task. */
+  readonly tasksStream: string;
   readonly timeoutMs: number;
   close(): Promise<void>;
 }
@@ -79,6 +83,7 @@ export async function openInspectAccess(options: InspectAccessOptions = {}): Pro
       subjectPrefix,
       subjects: createSubjects(subjectPrefix),
       sessions,
+      tasksStream: options.tasksStream ?? names.tasksStream,
       timeoutMs,
       close: async () => {
         if (owns) await conn.drain().catch(() => undefined);

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { isSessionId } from '@tether/protocol';
 import { ConfigError } from '@tether/config';
+import { isTaskId } from '@tether/session-log';
 import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
+import { formatTask, formatTasks } from './admin-task-format.js';
 import { InspectError, InspectErrorCode, isInspectError, scrub } from './errors.js';
 import { openGrpcOperator } from './grpc-operator.js';
 import { grpcLog } from './inspect-config.js';
@@ -9,6 +11,9 @@ import { openNatsOperator } from './operator.js';
 import type { Operator } from './operator.js';
 import type { SessionFilter } from './sessions.js';
 import { isPrincipalFilter, isSessionTag, PRINCIPAL_FILTER_ALLOWED } from './tag.js';
+import { TASK_STATUSES } from './task-model.js';
+import type { TaskFilter, TaskStatusName } from './task-model.js';
+import { isTaskStatusName } from './task-view.js';
 
 /** Where tether-admin writes; a test passes its own. */
 export interface AdminIo {
@@ -19,10 +24,10 @@ export interface AdminIo {
   readonly readFile?: (path: string) => string;
 }
 
-const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain'] as const;
+const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain', 'tasks', 'task'] as const;
 type Command = (typeof COMMANDS)[number];
 
-const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout'] as const;
+const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const;
 type ValueFlag = (typeof VALUE_FLAGS)[number];
 
 export function adminHelp(): string {
@@ -34,7 +39,8 @@ export function adminHelp(): string {
     'with --log grpc://, to a tether-session-log\'s operator API with an operator token: whoever',
     'holds either can do what tether-admin does. Sessions are named by their tag (s_ and 12',
     'characters, as in the services\' log lines), never by their id; their principal by its tag (the',
-    'first 12 characters of its digest), never the digest or a token.',
+    'first 12 characters of its digest), never the digest or a token. A task is named by its tag (the first',
+    '6 characters of its id and …): its id is a bearer handle, and no output repeats it.',
     '',
     'Commands:',
     '  sessions                 list recent sessions: tag, principal, route, state, age, streams, resume verdicts',
@@ -52,6 +58,15 @@ export function adminHelp(): string {
     '  drain <instance>         ask one gateway instance (its --instance-id) to drain, as SIGTERM would',
     '                           (in-process or --log grpc:// gateways alike)',
     '    --timeout MS           how long to wait for its answer (default 3000)',
+    '  tasks                    list the gateways\' durable tasks, newest first: task tag (6 characters of the id),',
+    '                           status, tool, route, principal, runner instance and whether it lives, attempts,',
+    '                           reruns, input rounds, age, time left to the TTL. Never arguments or results.',
+    `    --status S             only tasks of status S (${TASK_STATUSES.join(', ')})`,
+    '    --principal P          only tasks of principals whose tag starts with P (as for sessions)',
+    '    --limit N              at most N tasks (default 50, 1 to 10000)',
+    '  task <id>                one task in detail: the same facts and its outcome without content (error code,',
+    '                           isError, sizes in bytes); takes the full task id and shows only its tag',
+    '                           (tasks and task need NATS: the operator API of --log grpc:// has no task calls)',
     '',
     'Flags of every command:',
     '  --nats URL               NATS server URL(s), comma separated (env TETHER_NATS_URL; default nats://127.0.0.1:4222)',
@@ -61,7 +76,7 @@ export function adminHelp(): string {
     '  --json                   print JSON instead of text (errors too: {"error":{"code","message"}})',
     '  --help                   this text',
     '',
-    'Exit status: 0 done, 1 a failed check or action (verify found a problem, unknown tag or instance,',
+    'Exit status: 0 done, 1 a failed check or action (verify found a problem, unknown tag, task or instance,',
     'NATS unavailable), 2 bad input (unknown command or flag, malformed tag, bad value).',
     '',
   ].join('\n');
@@ -89,7 +104,8 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
       json = true;
       continue;
     }
-    if (!arg.startsWith('--')) {
+    // A task id may start with `--` (base64url): after `task` it is the id, never a flag.
+    if (!arg.startsWith('--') || (positional.length === 1 && positional[0] === 'task' && isTaskId(arg))) {
       positional.push(arg);
       continue;
     }
@@ -102,23 +118,57 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
   }
   const [command, arg, extra] = positional;
   if (command === undefined) throw bad('no command given; one of: ' + COMMANDS.join(', '));
-  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`unknown command ${JSON.stringify(command.slice(0, 40))}; one of: ${COMMANDS.join(', ')}`);
-  const needs = command === 'sessions' ? undefined : command === 'drain' ? 'an instance id' : 'a session tag';
-  if (needs !== undefined && arg === undefined) throw bad(`${command} needs ${needs}: tether-admin ${command} <${command === 'drain' ? 'instance' : 'tag'}>`);
-  if ((needs === undefined ? arg : extra) !== undefined) throw bad(`unexpected argument ${JSON.stringify((needs === undefined ? arg : extra)!.slice(0, 40))} for ${command}`);
-  if (command !== 'sessions' && command !== 'drain') assertTag(arg!);
-  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'principal', 'limit'], show: [], verify: [], close: [], drain: ['timeout'] };
-  for (const name of ['verdict', 'state', 'route', 'principal', 'limit', 'timeout'] as const) {
+  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`unknown command ${quoted(command)}; one of: ${COMMANDS.join(', ')}`);
+  const needs = NEEDS[command as Command];
+  if (needs !== undefined && arg === undefined) throw bad(`${command} needs ${needs[0]}: tether-admin ${command} <${needs[1]}>`);
+  const unexpected = needs === undefined ? arg : extra;
+  // Not echoed after `task` at all: a near-miss of a task id is still most of a bearer handle.
+  if (unexpected !== undefined) throw bad(`unexpected argument ${command === 'task' ? '(not shown)' : quoted(unexpected)} for ${command}`);
+  if (command === 'show' || command === 'verify' || command === 'close') assertTag(arg!);
+  if (command === 'task') assertTaskId(arg!);
+  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'principal', 'limit'], show: [], verify: [], close: [], drain: ['timeout'], tasks: ['status', 'principal', 'limit'], task: [] };
+  for (const name of ['verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const) {
     if (flags[name] !== undefined && !only[command as Command].includes(name)) throw bad(`--${name} does not apply to ${command}`);
   }
   return { command: command as Command, arg, flags, json };
 }
 
+/** An argument quoted in an error, unless it is a credential: a session id or a task id is never echoed. */
+function quoted(text: string): string {
+  const head = text.slice(0, 40);
+  return isSessionId(text) || isTaskId(text) ? '(not shown: it looks like an id)' : JSON.stringify(head);
+}
+
+/** What each command's argument is, for "needs …" errors; undefined: it takes none. */
+const NEEDS: Record<Command, readonly [string, string] | undefined> = {
+  sessions: undefined,
+  tasks: undefined,
+  show: ['a session tag', 'tag'],
+  verify: ['a session tag', 'tag'],
+  close: ['a session tag', 'tag'],
+  drain: ['an instance id', 'instance'],
+  task: ['a task id', 'task id'],
+};
+
+/** A task id is a bearer handle: whatever was given is never echoed back. */
+function assertTaskId(text: string): void {
+  if (isTaskId(text)) return;
+  if (/^[A-Za-z0-9_-]{6}(…|\.\.\.)?$/.test(text)) throw bad('that looks like a task tag; task needs the full task id (22 characters of A-Z a-z 0-9 _ -), which a tag does not identify');
+  throw bad('not a task id (not shown): a task id is 22 characters of A-Z a-z 0-9 _ -');
+}
+
 function assertTag(text: string): void {
   if (isSessionTag(text)) return;
+  const head = text.slice(0, 40);
   // A raw id is not echoed back: it is the session's credential.
   if (isSessionId(text)) throw bad('that is a raw session id; sessions are named by tag (s_ and 12 base64url characters of its SHA-256, as in the services\' log lines; tether-admin sessions lists them)');
-  throw bad(`not a session tag: ${JSON.stringify(text.slice(0, 40))}; a tag is s_ and 12 base64url characters (tether-admin sessions lists them)`);
+  if (isTaskId(text)) throw bad('that looks like a task id (not shown); a task is shown by tether-admin task <id>, a session by its tag');
+  throw bad(`not a session tag: ${JSON.stringify(head)}; a tag is s_ and 12 base64url characters (tether-admin sessions lists them)`);
+}
+
+function taskStatus(text: string): TaskStatusName {
+  if (isTaskStatusName(text)) return text;
+  throw bad(`invalid --status ${JSON.stringify(text.slice(0, 40))}; allowed: ${TASK_STATUSES.join(', ')}`);
 }
 
 function intFlag(name: string, text: string | undefined, min: number, max: number): number | undefined {
@@ -147,6 +197,7 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     const state = flags.state;
     if (state !== undefined && !['active', 'closed', 'expired'].includes(state)) throw bad(`invalid --state ${JSON.stringify(state.slice(0, 40))}; allowed: active, closed, expired`);
     if (flags.verdict !== undefined && !/^[a-z_]{1,32}$/.test(flags.verdict)) throw bad(`invalid --verdict ${JSON.stringify(flags.verdict.slice(0, 40))}; allowed: a verdict such as resumed, truncated, epoch_mismatch, diverged, ahead, abandoned, unknown_session, malformed`);
+    const status = flags.status === undefined ? undefined : taskStatus(flags.status);
     if (flags.principal !== undefined && !isPrincipalFilter(flags.principal)) throw bad(`invalid --principal (not shown); allowed: ${PRINCIPAL_FILTER_ALLOWED}`);
     const limit = intFlag('limit', flags.limit, 1, 10_000);
     const timeoutMs = intFlag('timeout', flags.timeout, 1, 600_000);
@@ -180,6 +231,17 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
         const answer = await operator.drainInstance(arg!, timeoutMs);
         print(answer, () => `${answer.instance}: ${answer.ok ? answer.detail ?? 'draining' : `refused (${answer.detail ?? 'no reason'})`}\n`);
         return answer.ok ? 0 : 1;
+      }
+      case 'tasks': {
+        const filter: TaskFilter = { ...(status === undefined ? {} : { status }), ...(flags.principal === undefined ? {} : { principal: flags.principal }), ...(limit === undefined ? {} : { limit }) };
+        const list = await operator.listTasks(filter);
+        print(list, () => formatTasks(list, Date.now()));
+        return 0;
+      }
+      case 'task': {
+        const task = await operator.readTask(arg!);
+        print(task, () => formatTask(task, Date.now()));
+        return 0;
       }
     }
     return 2;

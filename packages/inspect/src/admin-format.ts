@@ -10,7 +10,7 @@ export function age(ms: number): string {
   return `${Math.round(s / 86_400)}d`;
 }
 
-function time(ms: number | undefined): string {
+export function time(ms: number | undefined): string {
   return ms === undefined || ms === 0 ? '-' : new Date(ms).toISOString();
 }
 
@@ -19,7 +19,7 @@ function verdicts(v: Readonly<Record<string, number>>): string {
   return parts.length === 0 ? '-' : parts.join(',');
 }
 
-function table(rows: readonly (readonly string[])[]): string {
+export function table(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n') + '\n';
 }

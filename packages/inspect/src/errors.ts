@@ -8,6 +8,10 @@ export const InspectErrorCode = {
   logNotFound: 'log_not_found',
   /** NATS or JetStream did not answer. */
   unavailable: 'unavailable',
+  /** No task of the deployment has that id (or tasks were never used in its namespace). */
+  taskNotFound: 'task_not_found',
+  /** What was asked is not served this way: tasks through the operator API (its proto has no task RPCs). */
+  unsupported: 'unsupported',
   /** No gateway instance of that name answered a drain request. */
   instanceNotFound: 'instance_not_found',
   /** The operator API refused the token, or runs without `--operator-token` (`operator_api_off`). */
@@ -32,8 +36,9 @@ export function isInspectError(err: unknown, code?: InspectErrorCode): err is In
 /**
  * A message that may name a subject, with the session token taken out:
  * `….log.<session>.…`, `….audit.<session>` and `….ctl.<session>` hold the
- * raw session id, which is never logged or sent to an operator.
+ * raw session id, `….edge.task.<id>`, `….edge.live.<id>` and `….edge.event.<id>` a task
+ * id (a bearer handle); neither is ever logged or sent to an operator.
  */
 export function scrub(message: string): string {
-  return message.replace(/\.(log|audit|ctl)\.[^.\s>*'"]+/g, '.$1.…');
+  return message.replace(/\.(log|audit|ctl|edge\.task|edge\.live|edge\.event)\.[^.\s>*'"]+/g, '.$1.…');
 }

@@ -77,9 +77,16 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
       const res = await call(client.drainInstance, { instance, timeoutMs: drainTimeoutMs }, timeoutMs + drainTimeoutMs);
       return { ok: res.ok, instance: res.instance, ...(res.detail === '' ? {} : { detail: res.detail }) };
     },
+    // The operator API's proto (tether.operator.v1) has no task RPCs: said plainly rather than answered empty.
+    listTasks: () => Promise.reject(tasksUnsupported(target)),
+    readTask: () => Promise.reject(tasksUnsupported(target)),
     describe: `operator API at ${target}`,
     close: async () => client.close(),
   };
+}
+
+function tasksUnsupported(target: string): InspectError {
+  return new InspectError(InspectErrorCode.unsupported, `the operator API at ${target} does not serve tasks (no task RPCs in tether.operator.v1): read them with --nats and the deployment's NATS credentials`);
 }
 
 type UnaryMethod<Req, Res> = (

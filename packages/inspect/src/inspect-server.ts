@@ -58,7 +58,7 @@ interface Asset {
 }
 
 /** Code, style and icon: they hold no data, and the login page needs the style. */
-const PUBLIC_ASSETS: ReadonlySet<string> = new Set(['/app.js', '/inspect.css', '/favicon.svg']);
+const PUBLIC_ASSETS: ReadonlySet<string> = new Set(['/app.js', '/dom.js', '/tasks-view.js', '/inspect.css', '/favicon.svg']);
 
 /** The package root: one level above both `src/` (tests) and `dist/` (the built service). */
 const ROOT = new URL('..', import.meta.url);
@@ -76,7 +76,10 @@ function loadAssets(): Map<string, Asset> {
     ['/login', { type: 'text/html; charset=utf-8', body: read('src/web/login.html') }],
     ['/inspect.css', { type: 'text/css; charset=utf-8', body: read('src/web/inspect.css') }],
     ['/favicon.svg', { type: 'image/svg+xml', body: read('src/web/favicon.svg') }],
+    // The page's modules: app.js imports the other two by relative path.
     ['/app.js', { type: 'text/javascript; charset=utf-8', body: read('dist/browser/web/app.js') }],
+    ['/dom.js', { type: 'text/javascript; charset=utf-8', body: read('dist/browser/web/dom.js') }],
+    ['/tasks-view.js', { type: 'text/javascript; charset=utf-8', body: read('dist/browser/web/tasks-view.js') }],
   ]);
 }
 

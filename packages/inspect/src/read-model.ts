@@ -4,6 +4,8 @@ import { isInspectError } from './errors.js';
 import type { ChainCheck, SessionSummary, SessionTimeline } from './model.js';
 import { listSessions } from './sessions.js';
 import type { SessionFilter } from './sessions.js';
+import type { TaskFilter, TaskList, TaskSummary } from './task-model.js';
+import { listTasks, readTask } from './task-read.js';
 import { readTimeline } from './timeline.js';
 
 /**
@@ -16,6 +18,10 @@ export interface LogReadModel {
   readTimeline(tag: string): Promise<SessionTimeline | undefined>;
   /** `session_not_found` (an `InspectError`) for an unknown tag. */
   checkChains(tag: string): Promise<ChainCheck[]>;
+  /** The gateway's durable tasks, newest first (`streamExists: false` when tasks were never used). */
+  listTasks(filter: TaskFilter): Promise<TaskList>;
+  /** One task by its full id: `task_not_found` (an `InspectError`) for an unknown one, `invalid_argument` for a malformed one. */
+  readTask(taskId: string): Promise<TaskSummary>;
 }
 
 export function createLogReadModel(access: InspectAccess): LogReadModel {
@@ -30,5 +36,7 @@ export function createLogReadModel(access: InspectAccess): LogReadModel {
       }
     },
     checkChains: (tag) => checkChains(access, tag),
+    listTasks: (filter) => listTasks(access, filter),
+    readTask: (taskId) => readTask(access, taskId),
   };
 }

@@ -31,12 +31,13 @@ export interface RawEvent {
 /**
  * Every message under `filter` in log order, through one ephemeral consumer
  * (single filter: 2.9-compatible). With `lastPerSubject`, only the last
- * message of each subject under it.
+ * message of each subject under it. `stream`: the log stream unless another
+ * of the deployment's streams is named (the tasks stream).
  */
-export async function readAll<T>(access: InspectAccess, filter: string, map: (msg: JsMsg) => T | undefined, lastPerSubject = false): Promise<T[]> {
+export async function readAll<T>(access: InspectAccess, filter: string, map: (msg: JsMsg) => T | undefined, lastPerSubject = false, stream = access.streamName): Promise<T[]> {
   let info;
   try {
-    info = await access.jsm.consumers.add(access.streamName, {
+    info = await access.jsm.consumers.add(stream, {
       filter_subject: filter,
       deliver_policy: lastPerSubject ? DeliverPolicy.LastPerSubject : DeliverPolicy.All,
       ack_policy: AckPolicy.None,
@@ -45,7 +46,7 @@ export async function readAll<T>(access: InspectAccess, filter: string, map: (ms
       inactive_threshold: 30_000 * NANOS_PER_MS,
     });
   } catch (err) {
-    throw new InspectError(InspectErrorCode.unavailable, `cannot read ${filter} from ${access.streamName}: ${String(err)}`, { cause: err });
+    throw new InspectError(InspectErrorCode.unavailable, `cannot read ${filter} from ${stream}: ${String(err)}`, { cause: err });
   }
   const out: T[] = [];
   try {
@@ -67,7 +68,7 @@ export async function readAll<T>(access: InspectAccess, filter: string, map: (ms
   } catch (err) {
     throw new InspectError(InspectErrorCode.unavailable, `reading ${filter} failed: ${String(err)}`, { cause: err });
   } finally {
-    access.jsm.consumers.delete(access.streamName, info.name).catch(() => undefined);
+    access.jsm.consumers.delete(stream, info.name).catch(() => undefined);
   }
   return out;
 }

@@ -4,6 +4,7 @@ import type { InspectSource } from '../src/inspect-api.js';
 import type { SessionFilter } from '../src/sessions.js';
 import type { ChainCheck, SessionTimeline } from '../src/model.js';
 import { principalMatches } from '../src/tag.js';
+import type { TaskFilter, TaskList, TaskSummary } from '../src/task-model.js';
 
 /** The tag as @tether/telemetry computes it (`s_` + 12 base64url of SHA-256). */
 export const tagOf = (sessionId: string): string => `s_${createHash('sha256').update(sessionId).digest('base64url').slice(0, 12)}`;
@@ -66,8 +67,19 @@ export function fixtureTimelines(t0 = Date.now() - 90_000): SessionTimeline[] {
   ];
 }
 
+/** Three tasks as the read model shows them (already without payloads): alice's running one with a live runner, her failed one, bob's waiting for input with its runner gone. */
+export function fixtureTasks(t0 = Date.now() - 60_000): TaskSummary[] {
+  const base = { route: '/mcp', attempts: 1, reruns: 0, rounds: 0, idempotent: false, ttlMs: 3_600_000, pendingInputs: 0, inputResponses: 0, statusMessage: null, errorCode: null, isError: null, bytes: { record: 900, params: 120, result: 0, error: 0 } };
+  const at = (ms: number) => ({ createdAtMs: ms, updatedAtMs: ms + 1_000, expiresAtMs: ms + 3_600_000 });
+  return [
+    { ...base, ...at(t0 + 30_000), tag: 'Tk1abc…', status: 'working', tool: 'slow_report', principal: principalTag(RAW_PRINCIPALS[0]), runnerInstance: 'gateway-1', runner: 'alive' },
+    { ...base, ...at(t0 + 20_000), tag: 'Tk2def…', status: 'failed', tool: 'slow_report', principal: principalTag(RAW_PRINCIPALS[0]), runnerInstance: 'gateway-2', runner: 'none', attempts: 2, reruns: 1, statusMessage: 'the upstream answered HTTP 502', errorCode: -32603, bytes: { record: 1000, params: 120, result: 0, error: 80 } },
+    { ...base, ...at(t0), tag: 'Tk3ghi…', status: 'input_required', tool: 'book_trip', principal: principalTag(RAW_PRINCIPALS[1]), runnerInstance: 'gateway-2', runner: 'gone', rounds: 1, pendingInputs: 2 },
+  ];
+}
+
 /** An InspectSource over fixture data: what the page is tested against before (and beside) the real read model. */
-export function createFixtureSource(timelines: readonly SessionTimeline[] = fixtureTimelines()): InspectSource & { calls: string[] } {
+export function createFixtureSource(timelines: readonly SessionTimeline[] = fixtureTimelines(), tasks: readonly TaskSummary[] = fixtureTasks()): InspectSource & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,
@@ -87,6 +99,11 @@ export function createFixtureSource(timelines: readonly SessionTimeline[] = fixt
       const t = timelines.find((x) => x.session.tag === tag);
       if (t === undefined) throw Object.assign(new Error('no session with this tag'), { code: 'session_not_found' });
       return t.lanes.map((l) => ({ stream: l.stream, ok: true, events: l.events.length, problems: [] }));
+    },
+    async listTasks(filter: TaskFilter): Promise<TaskList> {
+      calls.push(`tasks:${filter.status ?? ''}:${filter.principal ?? ''}`);
+      const listed = tasks.filter((t) => (filter.status === undefined || t.status === filter.status) && (filter.principal === undefined || principalMatches(t.principal, filter.principal)));
+      return { stream: 'TETHER_EDGE_TASKS', streamExists: true, tasks: listed.slice(0, filter.limit ?? 50) };
     },
   };
 }

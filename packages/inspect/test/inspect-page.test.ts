@@ -96,6 +96,36 @@ describe.skipIf(chromiumMissing !== undefined)(`the inspector page in Chromium${
     expect(await page.locator('g.connection[data-verdict="epoch_mismatch"]').count()).toBe(1);
   });
 
+  it('lists tasks by tag with their runner, counts and outcome, and filters them by status and principal', async () => {
+    const { page } = browser;
+    await page.goto(`${server.url}/#/`);
+    await page.waitForSelector('#sessions');
+    await page.click('.bar .nav a[href="#/tasks"]');
+    await page.waitForSelector('#tasks');
+    expect(await page.locator('#tasks thead th').evaluateAll((ths) => ths.map((th) => th.textContent))).toEqual(['Task', 'Status', 'Tool', 'Route', 'Principal', 'Runner', 'Alive', 'Attempts', 'Reruns', 'Rounds', 'Age', 'TTL left', 'Outcome']);
+    expect(await page.locator('#tasks tbody tr').evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-task'), r.getAttribute('data-runner')]))).toEqual([
+      ['Tk1abc…', 'alive'],
+      ['Tk2def…', 'none'],
+      ['Tk3ghi…', 'gone'],
+    ]);
+    expect(await page.locator('tr[data-task="Tk2def…"] td.outcome').textContent()).toBe('error -32603: the upstream answered HTTP 502');
+    expect(await page.locator('tr[data-task="Tk2def…"] td.outcome').getAttribute('title')).toBe('record 1000 B · params 120 B · result 0 B · error 80 B');
+    expect(await page.locator('tr[data-task="Tk3ghi…"] td.outcome').textContent()).toBe('2 input requests pending');
+    expect(await page.locator('tr[data-task="Tk3ghi…"] td.runner').textContent()).toBe('gone');
+    await page.selectOption('#status-filter', 'failed');
+    await page.waitForFunction(() => document.querySelectorAll('#tasks tbody tr').length === 1);
+    expect(await page.locator('#tasks tbody tr').getAttribute('data-task')).toBe('Tk2def…');
+    await page.selectOption('#status-filter', '');
+    await page.waitForFunction(() => document.querySelectorAll('#tasks tbody tr').length === 3);
+    await page.click('tr[data-task="Tk3ghi…"] td.principal a');
+    await page.waitForFunction(() => document.querySelectorAll('#tasks tbody tr').length === 1);
+    expect(await page.inputValue('#task-principal-filter')).toBe(bob);
+    mkdirSync(RESULTS, { recursive: true });
+    await page.goto(`${server.url}/#/tasks`);
+    await page.waitForFunction(() => document.querySelectorAll('#tasks tbody tr').length === 3);
+    await page.screenshot({ path: `${RESULTS}inspector-tasks-fixture.png`, fullPage: true });
+  });
+
   it('loaded nothing from anywhere else, broke no CSP rule, and shows no raw id', async () => {
     const { page, requests, problems } = browser;
     expect(requests.length).toBeGreaterThan(3);

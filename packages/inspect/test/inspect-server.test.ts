@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTENT_SECURITY_POLICY, startInspectServer } from '../src/inspect-server.js';
 import type { InspectServer } from '../src/inspect-server.js';
 import { principalTag } from '@tether/session-log';
-import { createFixtureSource, fixtureTimelines, RAW_IDS, RAW_PRINCIPALS } from './fixture-source.js';
+import { createFixtureSource, fixtureTasks, fixtureTimelines, RAW_IDS, RAW_PRINCIPALS } from './fixture-source.js';
+import type { TaskList } from '../src/task-model.js';
 
 const TOKEN = 'inspect-test-token-0123456789';
 const timelines = fixtureTimelines();
@@ -29,7 +30,7 @@ async function login(): Promise<string> {
 
 describe('access', () => {
   it('refuses the page and the API without a token, or with a wrong one: 401', async () => {
-    for (const path of ['/', '/api/sessions', `/api/sessions/${a}`, `/api/sessions/${a}/chains`]) {
+    for (const path of ['/', '/api/sessions', `/api/sessions/${a}`, `/api/sessions/${a}/chains`, '/api/tasks']) {
       expect((await get(path)).status, path).toBe(401);
       expect((await get(path, { authorization: 'Bearer wrong-token-wrong-token' })).status, path).toBe(401);
       expect((await get(path, { authorization: `Bearer ${TOKEN}x` })).status, path).toBe(401);
@@ -113,11 +114,12 @@ describe('what the page may load', () => {
     const texts = {
       page: await (await get('/', { cookie: jar })).text(),
       login: await (await get('/')).text(),
-      script: await (await get('/app.js')).text(),
+      // The page's three modules (app.js imports the other two).
+      script: (await Promise.all(['/app.js', '/dom.js', '/tasks-view.js'].map(async (p) => (await get(p)).text()))).join('\n'),
       style: await (await get('/inspect.css')).text(),
       icon: await (await get('/favicon.svg')).text(),
     };
-    expect((await get('/app.js')).headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    for (const p of ['/app.js', '/dom.js', '/tasks-view.js']) expect((await get(p)).headers.get('content-type'), p).toBe('text/javascript; charset=utf-8');
     for (const [name, text] of Object.entries(texts)) {
       expect(text.length, name).toBeGreaterThan(100);
       // The only absolute URL is the SVG namespace, an identifier that is never fetched.
@@ -218,6 +220,49 @@ describe('sessions by tag only', () => {
       expect(await res.text()).not.toContain(RAW_IDS[0]);
     } finally {
       await failing.close();
+    }
+  });
+});
+
+describe('tasks, listed only', () => {
+  const tasks = fixtureTasks();
+  it('lists tasks by tag, filtered by status and principal', async () => {
+    const all = (await (await get('/api/tasks', bearer)).json()) as TaskList;
+    expect(all.streamExists).toBe(true);
+    expect(all.tasks.map((t) => t.tag)).toEqual(tasks.map((t) => t.tag));
+    const failed = (await (await get('/api/tasks?status=failed', bearer)).json()) as TaskList;
+    expect(failed.tasks.map((t) => t.tag)).toEqual(['Tk2def…']);
+    const bobs = (await (await get(`/api/tasks?principal=${principalTag(RAW_PRINCIPALS[1])}`, bearer)).json()) as TaskList;
+    expect(bobs.tasks.map((t) => t.tag)).toEqual(['Tk3ghi…']);
+    expect(source.calls).toContain('tasks:failed:');
+  });
+
+  it('refuses bad filters (400) and any path under /api/tasks/ (404) without asking the source', async () => {
+    const before = source.calls.length;
+    for (const query of ['?status=running', '?status=Failed', '?limit=0', '?limit=1001', '?principal=a.b.c']) {
+      const res = await get(`/api/tasks${query}`, bearer);
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('bad_request');
+    }
+    for (const path of ['/api/tasks/Tk1abc', '/api/tasks/AAAAAAAAAAAAAAAAAAAAAA', '/api/tasks/x/y']) {
+      const res = await get(path, bearer);
+      expect(res.status, path).toBe(404);
+      expect(await res.text()).not.toContain('AAAAAAAAAAAAAAAAAAAAAA');
+    }
+    expect(source.calls.slice(before)).toEqual([]);
+  });
+
+  it('answers 501 where the source cannot read tasks (an operator API)', async () => {
+    const grpcLike = await startInspectServer({
+      tokens: [TOKEN],
+      source: { ...source, listTasks: () => Promise.reject(Object.assign(new Error('no task RPCs'), { code: 'unsupported' })) },
+    });
+    try {
+      const res = await fetch(`${grpcLike.url}/api/tasks`, { headers: bearer });
+      expect(res.status).toBe(501);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unsupported');
+    } finally {
+      await grpcLike.close();
     }
   });
 });

@@ -3,63 +3,16 @@
  * dist/browser/web/app.js and served by tether-inspect). It talks only to
  * its own server's /api/ (the login cookie goes along), builds the DOM with
  * createElement/textContent (never innerHTML, so nothing read from the log
- * can become markup) and draws the timeline as hand-written SVG.
+ * can become markup) and draws the timeline as hand-written SVG. The task
+ * list is tasks-view.ts; the shared helpers are dom.ts.
  */
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from '../model.js';
+import { age, api, app, bytes, clock, h, PRINCIPAL_FILTER, s } from './dom.js';
+import type { Child } from './dom.js';
+import { showTasks } from './tasks-view.js';
 
-const SVG_NS = 'http://www.w3.org/2000/svg';
 /** Verdicts that served the client; anything else refused it. */
 const GOOD_VERDICTS = new Set(['resumed']);
-
-type Attrs = Record<string, string | number | undefined>;
-type Child = Node | string | undefined | false;
-
-function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) if (v !== undefined) el.setAttribute(k, String(v));
-  for (const c of children) if (c !== undefined && c !== false) el.append(c);
-  return el;
-}
-
-function s(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
-  const el = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) if (v !== undefined) el.setAttribute(k, String(v));
-  for (const c of children) if (c !== undefined && c !== false) el.append(c);
-  return el;
-}
-
-async function api<T>(path: string): Promise<T> {
-  const res = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
-  if (res.status === 401) {
-    window.location.assign('/');
-    throw new Error('login needed');
-  }
-  const body = (await res.json()) as T & { error?: { message: string } };
-  if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
-  return body;
-}
-
-const app = (): HTMLElement => document.getElementById('app')!;
-
-function age(ms: number): string {
-  const sec = Math.max(0, Math.round((Date.now() - ms) / 1000));
-  if (sec < 90) return `${sec} s`;
-  if (sec < 90 * 60) return `${Math.round(sec / 60)} min`;
-  if (sec < 36 * 3600) return `${Math.round(sec / 3600)} h`;
-  return `${Math.round(sec / 86400)} d`;
-}
-
-function clock(ms: number): string {
-  const d = new Date(ms);
-  const p = (n: number, w = 2): string => String(n).padStart(w, '0');
-  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
-}
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 const verdictClass = (v: string): string => (GOOD_VERDICTS.has(v) ? 'good' : 'bad');
 
@@ -72,9 +25,6 @@ function verdictChips(verdicts: Readonly<Record<string, number>>): HTMLElement {
 }
 
 // ---------------------------------------------------------------- sessions
-
-/** What the principal filter takes (the server checks it too): a principal tag or its start, up to a whole digest. */
-const PRINCIPAL_FILTER = /^[A-Za-z0-9_-]{1,43}$/;
 
 /** The list's address with its filters: `#/`, `#/?verdict=…&principal=…`. */
 function listHash(filters: { readonly verdict: string; readonly principal: string }): string {
@@ -438,11 +388,10 @@ async function route(): Promise<void> {
   const hash = window.location.hash.replace(/^#/, '') || '/';
   try {
     const session = /^\/session\/([A-Za-z0-9_-]+)$/.exec(hash);
+    const filters = new URLSearchParams(hash.split('?')[1] ?? '');
     if (session !== null) await showSession(session[1]!);
-    else {
-      const filters = new URLSearchParams(hash.split('?')[1] ?? '');
-      await showSessions(filters.get('verdict') ?? '', filters.get('principal') ?? '');
-    }
+    else if (/^\/tasks(\?|$)/.test(hash)) await showTasks(filters.get('status') ?? '', filters.get('principal') ?? '');
+    else await showSessions(filters.get('verdict') ?? '', filters.get('principal') ?? '');
   } catch (err) {
     app().replaceChildren(h('p', { class: 'error', id: 'load-error' }, `Could not load: ${(err as Error).message}`), h('p', {}, h('a', { href: '#/' }, '← all sessions')));
   }

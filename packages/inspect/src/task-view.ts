@@ -1,0 +1,105 @@
+/**
+ * A task record as an operator may see it: the one place where a record's
+ * payloads (params, input requests and answers, request state, result,
+ * error data, call headers) are left behind. Fields are picked one by one,
+ * never spread, so a field added to `TaskRecord` later stays hidden until
+ * someone decides it may be shown.
+ */
+import { isTaskStatus, isWriterId, principalTag } from '@tether/session-log';
+import type { TaskRecord } from '@tether/session-log';
+import { TASK_STATUSES } from './task-model.js';
+import { principalMatches } from './tag.js';
+import type { RunnerState, TaskFilter, TaskStatusName, TaskSummary } from './task-model.js';
+
+/** How many characters of a task id its tag keeps: enough to tell a listing's rows apart, far too few to use the task. */
+const TAG_CHARS = 6;
+/** A failed task's status message can quote the upstream's error message: bounded. */
+const MAX_STATUS_MESSAGE = 200;
+const DEFAULT_LIMIT = 50;
+
+/** A task's name in every view: the first 6 characters of its id and `…`. */
+export function taskTag(taskId: string): string {
+  return `${taskId.slice(0, TAG_CHARS)}…`;
+}
+
+export function isTaskStatusName(value: unknown): value is TaskStatusName {
+  return typeof value === 'string' && (TASK_STATUSES as readonly string[]).includes(value);
+}
+
+/**
+ * A stored record, or undefined for a message that is not one: the checks
+ * of the gateway's own decoder (`decodeTask` of @tether/session-log, not
+ * exported), so the operator sees exactly the tasks the gateway would read.
+ */
+export function decodeTask(data: Uint8Array, taskId: string): TaskRecord | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const r = value as Partial<TaskRecord>;
+  if (r.v !== 1 || r.taskId !== taskId || typeof r.principal !== 'string' || !isTaskStatus(r.status)) return undefined;
+  if (typeof r.createdAtMs !== 'number' || typeof r.ttlMs !== 'number' || typeof r.params !== 'object' || r.params === null) return undefined;
+  return r as TaskRecord;
+}
+
+/** The writer id to probe for a record's runner, or the state that needs no probe. */
+export function runnerToProbe(record: TaskRecord): string | Exclude<RunnerState, 'alive' | 'gone' | 'silent'> {
+  if (record.runner === null || record.runner === undefined) return 'none';
+  return isWriterId(record.runner) ? record.runner : 'unknown';
+}
+
+/** Bytes of a value's JSON; 0 when absent. */
+function jsonBytes(value: unknown): number {
+  return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
+}
+
+const count = (value: unknown): number => (Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : 0);
+const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+const keys = (value: unknown): number => (typeof value === 'object' && value !== null ? Object.keys(value).length : 0);
+
+/** The operator's view of one stored record (`recordBytes`: the stored message's size; `runner`: its probed presence). */
+export function summarizeTask(taskId: string, record: TaskRecord, recordBytes: number, runner: RunnerState): TaskSummary {
+  const failed = record.status === 'failed';
+  const message = failed ? text(record.statusMessage) : '';
+  const errorCode = failed ? record.error?.['code'] : undefined;
+  return {
+    tag: taskTag(taskId),
+    status: record.status,
+    tool: text(record.tool),
+    route: text(record.route),
+    principal: principalTag(text(record.principal)),
+    runnerInstance: typeof record.runnerInstance === 'string' && record.runnerInstance !== '' ? record.runnerInstance : null,
+    runner,
+    attempts: count(record.attempts),
+    reruns: count(record.reruns),
+    rounds: count(record.rounds),
+    idempotent: record.idempotent === true,
+    createdAtMs: count(record.createdAtMs),
+    updatedAtMs: count(record.updatedAtMs),
+    ttlMs: count(record.ttlMs),
+    expiresAtMs: count(record.createdAtMs) + count(record.ttlMs),
+    pendingInputs: keys(record.inputRequests),
+    inputResponses: keys(record.inputResponses),
+    statusMessage: failed && message !== '' ? (message.length > MAX_STATUS_MESSAGE ? `${message.slice(0, MAX_STATUS_MESSAGE)}…` : message) : null,
+    errorCode: typeof errorCode === 'number' && Number.isInteger(errorCode) ? errorCode : null,
+    isError: record.status === 'completed' ? record.result?.['isError'] === true : null,
+    bytes: { record: recordBytes, params: jsonBytes(record.params), result: jsonBytes(record.result), error: jsonBytes(record.error) },
+  };
+}
+
+/**
+ * Records through a filter, newest created first, cut to the limit. The
+ * principal filter compares no more than a tag shows (`principalMatches`),
+ * as the session list does.
+ */
+export function selectTasks<T extends { readonly record: TaskRecord }>(rows: readonly T[], filter: TaskFilter): T[] {
+  const { principal } = filter;
+  return rows
+    .filter(({ record }) => filter.status === undefined || record.status === filter.status)
+    .filter(({ record }) => principal === undefined || principalMatches(principalTag(text(record.principal)), principal))
+    .sort((a, b) => count(b.record.createdAtMs) - count(a.record.createdAtMs))
+    .slice(0, filter.limit ?? DEFAULT_LIMIT);
+}
