@@ -122,6 +122,12 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
       },
       { requiredKeys: ['sessionId', 'atMs', 'instance', 'kind'] },
     );
+  const taskIdField = fc.oneof(fc.constant('AAAAAAAAAAAAAAAAAAAAAA'), fc.constant('a.b.>'), anyText(100));
+  const taskRecordBytes = fc.oneof(
+    fc.uint8Array({ maxLength: 400 }).map((b) => Buffer.from(b)),
+    fc.jsonValue({ maxDepth: 3 }).map((v) => Buffer.from(JSON.stringify(v))),
+    fc.record({ v: fc.constant(1), taskId: taskIdField, principal: anyText(40), status: fc.constantFrom('working', 'completed', 'bogus'), createdAtMs: u64, ttlMs: u64, params: fc.constant({}) }).map((v) => Buffer.from(JSON.stringify(v))),
+  );
   const byRpc: { [K in RpcName]: fc.Arbitrary<Record<string, unknown>> } = {
     openSession: fc.record({ principal: principalField, meta: metaField }),
     getSession: fc.record({ sessionId: session, principal: principalField }),
@@ -144,6 +150,13 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     watchAdmin: fc.record({ instance: fc.oneof(fc.constant('gw-fuzz'), fc.constant('a..b'), anyText(140)) }),
     answerAdmin: fc.record({ instance: fc.oneof(fc.constant('gw-fuzz'), anyText(140)), requestId: fc.oneof(fc.constant('0123456789abcdef0123456789abcdef'), anyText(40)), ok: fc.boolean(), detail: anyText(300) }),
     probeWriter: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), sessionId: maybe(session), stream: maybe(stream), timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer'] }),
+    // The task RPCs: ids of every shape, records as arbitrary bytes or JSON (the service checks them field by field).
+    openTasks: fc.record({ maxTtlMs: maybe(u64) }, { requiredKeys: [] }),
+    createTask: fc.record({ record: taskRecordBytes }),
+    getTask: fc.record({ taskId: taskIdField }),
+    compareAndSetTask: fc.record({ taskId: taskIdField, expectedSeq: u64, record: taskRecordBytes }),
+    watchTask: fc.record({ taskId: taskIdField }),
+    requestCancel: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), taskId: taskIdField, timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer', 'taskId'] }),
   };
   return fc.oneof(...(Object.entries(byRpc) as [RpcName, fc.Arbitrary<Record<string, unknown>>][]).map(([rpc, arb]) => arb.map((request) => ({ rpc, request }))));
 }

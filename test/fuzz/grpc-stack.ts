@@ -44,7 +44,7 @@ export const STREAM_READ_MS = 100;
  * HoldPresence, the one bidirectional call, is exercised by the gateway's
  * presence tests instead.
  */
-export type RpcName = Exclude<keyof CursorServiceServer & keyof typeof CursorServiceService, 'holdPresence'>;
+export type RpcName = Exclude<keyof CursorServiceServer & keyof typeof CursorServiceService, 'holdPresence' | 'serveCancels'>;
 
 /** The outcome of one call, bounded. */
 type Answer =

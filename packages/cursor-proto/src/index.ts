@@ -26,7 +26,11 @@ export {
   AuditCursor,
   CloseSessionRequest,
   CloseSessionResponse,
+  CompareAndSetTaskRequest,
+  CompareAndSetTaskResponse,
   ControlMessage,
+  CreateTaskRequest,
+  CreateTaskResponse,
   ErrorDetail,
   Event,
   FollowRequest,
@@ -35,6 +39,8 @@ export {
   GetLeaseHolderResponse,
   GetSessionRequest,
   GetSessionResponse,
+  GetTaskRequest,
+  GetTaskResponse,
   HeadRequest,
   HeadResponse,
   HoldPresenceRequest,
@@ -43,6 +49,8 @@ export {
   LogPositions,
   OpenSessionRequest,
   OpenSessionResponse,
+  OpenTasksRequest,
+  OpenTasksResponse,
   ProbeWriterRequest,
   ProbeWriterResponse,
   PublishControlRequest,
@@ -57,22 +65,31 @@ export {
   ReleaseLeaseResponse,
   RenewLeaseRequest,
   RenewLeaseResponse,
+  RequestCancelRequest,
+  RequestCancelResponse,
   ResumeAck,
   ResumeRequest,
   ResumeResponse,
+  ServeCancelsRequest,
+  ServeCancelsResponse,
   Session,
+  StoredTask,
   TouchSessionRequest,
   TouchSessionResponse,
   WatchAdminRequest,
   WatchAdminResponse,
   WatchControlRequest,
   WatchControlResponse,
+  WatchTaskRequest,
+  WatchTaskResponse,
 } from './gen/tether/cursor/v1/cursor.js';
 export { Status as RpcStatus } from './gen/google/rpc/status.js';
 
 // Enums (`as const` objects) and their wire spellings.
-export { AdminRequestType, ControlType, EndReason, EventKind, ResumeVerdict, SessionState, WriterState } from './gen/tether/cursor/v1/cursor.js';
+export { AdminRequestType, CancelAnswer, ControlType, EndReason, EventKind, ResumeVerdict, SessionState, WriterState } from './gen/tether/cursor/v1/cursor.js';
 export {
+  cancelAnswerFromSpelling,
+  cancelAnswerSpelling,
   controlTypeFromSpelling,
   controlTypeSpelling,
   endReasonFromSpelling,
@@ -85,6 +102,7 @@ export {
   sessionStateSpelling,
 } from './spelling.js';
 export type {
+  CancelAnswerSpelling,
   ControlTypeSpelling,
   EndReasonSpelling,
   EventKindSpelling,

@@ -1,4 +1,4 @@
-import { ControlType, EndReason, EventKind, ResumeVerdict, SessionState } from './gen/tether/cursor/v1/cursor.js';
+import { CancelAnswer, ControlType, EndReason, EventKind, ResumeVerdict, SessionState } from './gen/tether/cursor/v1/cursor.js';
 
 /**
  * Proto enum values beside the wire spellings Tether uses everywhere else
@@ -33,6 +33,13 @@ const CONTROL_TYPES = [
   [ControlType.DRAIN, 'drain'],
   [ControlType.RELEASED, 'released'],
 ] as const;
+/** The task table's spellings (`CancelAnswer` of @tether/session-log). */
+const CANCEL_ANSWERS = [
+  [CancelAnswer.ACCEPTED, 'accepted'],
+  [CancelAnswer.NOT_RUNNING, 'not_running'],
+  [CancelAnswer.GONE, 'gone'],
+  [CancelAnswer.SILENT, 'silent'],
+] as const;
 const SESSION_STATES = [
   [SessionState.ACTIVE, 'active'],
   [SessionState.CLOSED, 'closed'],
@@ -43,6 +50,7 @@ export type EndReasonSpelling = (typeof END_REASONS)[number][1];
 export type ResumeVerdictSpelling = (typeof VERDICTS)[number][1];
 export type ControlTypeSpelling = (typeof CONTROL_TYPES)[number][1];
 export type SessionStateSpelling = (typeof SESSION_STATES)[number][1];
+export type CancelAnswerSpelling = (typeof CANCEL_ANSWERS)[number][1];
 
 type Table<E extends number, S extends string> = readonly (readonly [E, S])[];
 
@@ -65,3 +73,5 @@ export const controlTypeSpelling = (type: number): ControlTypeSpelling | undefin
 export const controlTypeFromSpelling = (text: string): ControlType | undefined => fromSpelling(CONTROL_TYPES, text);
 export const sessionStateSpelling = (state: number): SessionStateSpelling | undefined => toSpelling(SESSION_STATES, state);
 export const sessionStateFromSpelling = (text: string): SessionState | undefined => fromSpelling(SESSION_STATES, text);
+export const cancelAnswerSpelling = (answer: number): CancelAnswerSpelling | undefined => toSpelling(CANCEL_ANSWERS, answer);
+export const cancelAnswerFromSpelling = (text: string): CancelAnswer | undefined => fromSpelling(CANCEL_ANSWERS, text);

@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Metadata } from '@grpc/grpc-js';
 import {
+  CancelAnswer,
+  cancelAnswerFromSpelling,
+  cancelAnswerSpelling,
   ControlType,
   controlTypeFromSpelling,
   controlTypeSpelling,
@@ -30,6 +33,7 @@ describe('enum spellings', () => {
     [ResumeVerdict, resumeVerdictSpelling, resumeVerdictFromSpelling, ['resumed', 'malformed', 'unknown_session', 'epoch_mismatch', 'ahead', 'diverged', 'truncated', 'abandoned']],
     [ControlType, controlTypeSpelling, controlTypeFromSpelling, ['closed', 'superseded', 'drain', 'released']],
     [SessionState, sessionStateSpelling, sessionStateFromSpelling, ['active', 'closed']],
+    [CancelAnswer, cancelAnswerSpelling, cancelAnswerFromSpelling, ['accepted', 'not_running', 'gone', 'silent']],
   ] as const;
 
   it('cover every meaningful enum value, both ways, and nothing else', () => {

@@ -107,7 +107,7 @@ export const FLAGS = [
   { flag: 'writer-silence', env: 'TETHER_WRITER_SILENCE', help: 'how long a writer instance may leave probes unanswered before its streams are taken over (ms, or 3s)', fallback: '3s' },
   { flag: 'instance-id', env: 'TETHER_INSTANCE_ID', help: 'name of this instance in logs, audit events and tether-admin drain (default random)', fallback: '' },
   { flag: 'audit', env: 'TETHER_AUDIT', help: 'record metadata-only audit events per session in the log (on|off; with --log grpc:// sent to the service\'s RecordAudit)', fallback: 'on' },
-  { flag: 'tasks', env: 'TETHER_TASKS', help: 'durable tasks (Tasks extension) for 2026-07-28 clients: on|off (needs the in-process log; off with --log grpc://)', fallback: 'on' },
+  { flag: 'tasks', env: 'TETHER_TASKS', help: 'durable tasks (Tasks extension) for 2026-07-28 clients: on|off (with --log grpc://, through the session-log service)', fallback: 'on' },
   { flag: 'task-after', env: 'TETHER_TASK_AFTER', help: 'a task-supporting call not answered within this becomes a task (ms, or 1s)', fallback: '250' },
   { flag: 'task-ttl', env: 'TETHER_TASK_TTL', help: 'how long a task stays readable after creation (ms, or 1h)', fallback: '1h' },
   { flag: 'task-poll-interval', env: 'TETHER_TASK_POLL_INTERVAL', help: 'pollIntervalMs suggested to clients (ms, or 1s)', fallback: '1000' },

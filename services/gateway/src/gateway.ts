@@ -233,14 +233,14 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
 }
 
 /**
- * The task table and the tasks service, when tasks are on and the log can
- * hold them (in-process; over gRPC there is no task table yet: logged, and
- * 2026-07-28 requests pass through as with `--tasks off`).
+ * The task table and the tasks service, when tasks are on: in-process on
+ * JetStream, or over the session-log service's task RPCs (`--log grpc://`).
+ * A log without a task table (none today) serves none, logged.
  */
 async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, logger: Logger, metrics: TetherMetrics): Promise<EdgeTasks | undefined> {
   if (!config.tasks.enabled) return undefined;
   if (log.openTasks === undefined) {
-    logger.warn({ log: log.describe }, 'tasks need the in-process log (--nats); with --log grpc:// the gateway serves none and passes tasks/* through');
+    logger.warn({ log: log.describe }, 'this log has no task table: the gateway serves no tasks and passes tasks/* through');
     return undefined;
   }
   const table = await log.openTasks(config.tasks.ttlMs);

@@ -41,6 +41,7 @@ export const FLAGS = [
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
   { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
+  { flag: 'task-ttl', env: 'TETHER_TASK_TTL', help: "longest TTL of a task record (ms, or 1h); at least the gateways' --task-ttl", fallback: '1h' },
   { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error, fatal, silent', fallback: 'info' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings keyed by flag name (e.g. {"port": 50051, "token": ["gw:…"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
@@ -192,6 +193,7 @@ export function parseConfig(
       maxMessageBytes: int('max-message-bytes', raw('max-message-bytes'), 64 * 1024, 1024 * 1024 * 1024),
       maxStreamsPerCaller: int('max-streams-per-caller', raw('max-streams-per-caller'), 1, 1_000_000),
       maxSessionsPerPrincipal: int('max-sessions-per-principal', raw('max-sessions-per-principal'), 0, MAX_SESSIONS_PER_PRINCIPAL),
+      taskTtlMs: duration('task-ttl', raw('task-ttl'), 1_000),
       instanceId: matching('instance-id', raw('instance-id'), INSTANCE_ID, 'letters, digits, _, -, . and :, up to 128 characters'),
       log,
     },

@@ -26,13 +26,22 @@ export const ServiceErrorCode = {
 } as const;
 export type ServiceErrorCode = (typeof ServiceErrorCode)[keyof typeof ServiceErrorCode];
 
+/** Codes of the task RPCs (CreateTask, GetTask, CompareAndSetTask, …); documented in cursor.proto. */
+export const TaskErrorCode = {
+  /** The task is unknown, gone, or another caller's: one answer for all. */
+  taskNotFound: 'task_not_found',
+  /** CompareAndSetTask: the task was written since `expected_seq` (ErrorDetail.seq: the seq stored now). */
+  taskConflict: 'task_conflict',
+} as const;
+export type TaskErrorCode = (typeof TaskErrorCode)[keyof typeof TaskErrorCode];
+
 /** An error the service raises itself, before or beside the library. */
 export class CursorServiceError extends Error {
   override readonly name = 'CursorServiceError';
-  readonly code: ServiceErrorCode;
+  readonly code: ServiceErrorCode | TaskErrorCode;
   readonly fields: SessionLogErrorFields;
 
-  constructor(code: ServiceErrorCode, message: string, fields: SessionLogErrorFields = {}, options?: { cause?: unknown }) {
+  constructor(code: ServiceErrorCode | TaskErrorCode, message: string, fields: SessionLogErrorFields = {}, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.fields = fields;
@@ -61,6 +70,8 @@ export const GRPC_STATUS_OF_CODE: Readonly<Record<string, status>> = {
   log_unavailable: status.UNAVAILABLE,
   unauthenticated: status.UNAUTHENTICATED,
   operator_api_off: status.PERMISSION_DENIED,
+  task_not_found: status.NOT_FOUND,
+  task_conflict: status.ABORTED,
   invalid_config: status.INTERNAL,
   incompatible_log: status.INTERNAL,
   internal: status.INTERNAL,

@@ -14,6 +14,8 @@ import { CallerScope, StreamLimiter } from './scope.js';
 import { SessionHandlers } from './sessions.js';
 import { holdPresenceHandler, probeWriterHandler } from './presence.js';
 import { followHandler, resumeHandler, watchControlHandler } from './streams.js';
+import { requestCancel, serveCancelsHandler } from './task-cancels.js';
+import { ServiceTasks, watchTaskHandler } from './tasks.js';
 import { unary } from './unary.js';
 
 export interface HandlerOptions extends AppendLimits {
@@ -22,10 +24,13 @@ export interface HandlerOptions extends AppendLimits {
   readonly instanceId?: string;
   /** Append latency, resumes by verdict, replay sizes, open streams. */
   readonly metrics: TetherMetrics;
+  /** The longest TTL a task record may have (`--task-ttl`). Default 1 h. */
+  readonly taskTtlMs?: number;
 }
 
 const MIN_TTL_MS = 1_000;
 const MAX_TTL_MS = 600_000;
+const DEFAULT_TASK_TTL_MS = 3_600_000;
 
 /** The CursorService implementation over one SessionLog. */
 export function createHandlers(log: SessionLog, auth: Authenticator, logger: Logger, options: HandlerOptions): { implementation: CursorServiceServer; limiter: StreamLimiter } {
@@ -35,6 +40,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
   const audit = createServiceAudit(log, options.instanceId ?? DEFAULT_INSTANCE_ID);
   const sessions = new SessionHandlers(log, scope, appender, options.metrics, audit);
   const deps = { log, auth, scope, limiter, logger, metrics: options.metrics, audit };
+  const tasks = new ServiceTasks(log, { maxTtlMs: options.taskTtlMs ?? DEFAULT_TASK_TTL_MS, maxRecordBytes: options.maxPayloadBytes });
   const ttlOf = (ttlMs: number): number => countOf('ttl_ms', ttlMs, MIN_TTL_MS, MAX_TTL_MS);
   const ownerOf = (owner: string): string => {
     if (owner === '') throw invalid('owner must not be empty');
@@ -143,6 +149,15 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
       for (const { sessionId, event } of checked) log.recordAudit(sessionId, event);
       return { recorded: checked.length };
     }),
+
+    // Tasks (tasks.ts, task-cancels.ts): the library's TaskTable, scoped per caller.
+    openTasks: unary(auth, logger, 'OpenTasks', (req) => tasks.open(req)),
+    createTask: unary(auth, logger, 'CreateTask', (req, ctx) => tasks.create(ctx.caller, req)),
+    getTask: unary(auth, logger, 'GetTask', (req, ctx) => tasks.get(ctx.caller, req)),
+    compareAndSetTask: unary(auth, logger, 'CompareAndSetTask', (req, ctx) => tasks.compareAndSet(ctx.caller, req)),
+    watchTask: watchTaskHandler(deps, tasks),
+    serveCancels: serveCancelsHandler(deps),
+    requestCancel: unary(auth, logger, 'RequestCancel', (req, ctx) => requestCancel(tasks, ctx.caller, req)),
   };
   return { implementation, limiter };
 }

@@ -9,6 +9,6 @@ export { FLAGS, helpText, parseConfig, printableConfig, ConfigError } from './co
 export type { ServiceConfig } from './config.js';
 export { Authenticator, parseTokens } from './auth.js';
 export type { TokenEntry } from './auth.js';
-export { CursorServiceError, GRPC_STATUS_OF_CODE, GRPC_STATUS_OF_VERDICT, ServiceErrorCode, refusalStatus, toGrpcStatus } from './errors.js';
+export { CursorServiceError, GRPC_STATUS_OF_CODE, GRPC_STATUS_OF_VERDICT, ServiceErrorCode, TaskErrorCode, refusalStatus, toGrpcStatus } from './errors.js';
 export type { GrpcFailure } from './errors.js';
 export { CALLER_META_KEY, RESERVED_META_PREFIX } from './scope.js';

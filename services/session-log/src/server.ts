@@ -53,6 +53,12 @@ export interface SessionLogServiceOptions {
   readonly maxSessionsPerPrincipal?: number;
   /** The instance named in the service's own audit events (`--instance-id`). Default `tether-session-log`. */
   readonly instanceId?: string;
+  /**
+   * The longest TTL a task record may have (`--task-ttl`): the task stream
+   * keeps records this long plus 10 minutes. Give it at least the gateways'
+   * `--task-ttl`. Default 1 h.
+   */
+  readonly taskTtlMs?: number;
   /** Root logger. Default: `createRootLogger('tether-session-log')` (JSON lines with trace ids). */
   readonly logger?: Logger;
   /**
@@ -98,6 +104,7 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     maxBatchEntries: options.maxBatchEntries ?? 1000,
     maxStreamsPerCaller: options.maxStreamsPerCaller ?? 1000,
     ...(options.instanceId === undefined ? {} : { instanceId: options.instanceId }),
+    ...(options.taskTtlMs === undefined ? {} : { taskTtlMs: options.taskTtlMs }),
     metrics: options.metrics ?? createTetherMetrics(),
   });
   server.addService(withSafeDecoding(CursorServiceService), implementation);

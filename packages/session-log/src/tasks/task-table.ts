@@ -108,6 +108,15 @@ export class TaskTable {
   }
 
   /**
+   * Writes `record` only if the task's stored record is still the one at
+   * `expectedSeq`: the new sequence, or undefined when another write came
+   * first (for callers that decided elsewhere, e.g. over gRPC).
+   */
+  compareAndSet(record: TaskRecord, expectedSeq: number): Promise<number | undefined> {
+    return this.#publish(record, expectedSeq);
+  }
+
+  /**
    * Calls `listener` with every record of the task stored from now on, on
    * any instance, until the returned function is called. Core NATS: a
    * listener that needs the state as of now reads it after subscribing, and
@@ -194,7 +203,8 @@ function isWrongLast(err: unknown): boolean {
 }
 
 function isMaxPayload(err: unknown): boolean {
-  return /max(imum)? payload/i.test(String(err));
+  // nats.js: "'payload' max_payload size exceeded".
+  return /max(imum)?[_ ]payload/i.test(String(err));
 }
 
 type WantedStream = Partial<StreamConfig> & { name: string };

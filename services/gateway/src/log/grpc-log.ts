@@ -9,6 +9,7 @@ import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { Cursor, LogEvent, Refusal, SessionLogErrorFields, SessionRecord, WriterState, WritesStream } from '@tether/session-log';
 import { traceparentOf } from '@tether/telemetry';
 import { AuditBatcher } from './audit-batcher.js';
+import { openTasksOver } from './grpc-tasks.js';
 import type { LogPort } from './log-port.js';
 
 export interface GrpcLogOptions {
@@ -47,6 +48,8 @@ const LIBRARY_CODES: ReadonlySet<string> = new Set(Object.values(SessionLogError
  * Appends carry `expected_seq` (this client tracks each stream's last seq,
  * asking Head once when it does not know it), so an append whose reply was
  * lost is retried without ever being stored twice, on whichever instance.
+ * Tasks (`openTasks`) go through the task RPCs, with the library's task table
+ * behind them on the service: see `openTasksOver`.
  */
 export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
   const tls = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
@@ -274,6 +277,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
           resolve(err === null && value !== undefined && value[0] === 0x08 && value[1] === 0x01),
         );
       }),
+    openTasks: (maxTtlMs) => openTasksOver(client, options.target, deadlineMs, maxTtlMs),
     server: () => undefined,
     close: async () => {
       await audits.flush();
@@ -310,7 +314,7 @@ const traceparentInterceptor: Interceptor = (callOptions, nextCall) => {
  * so a rolling restart of the service is invisible to readers; any other
  * failure is the library's error.
  */
-async function* reopening<M, T>(open: () => ClientReadableStream<M>, pick: (m: M) => T | undefined, signal?: AbortSignal, first?: ClientReadableStream<M>): AsyncGenerator<T, void, undefined> {
+export async function* reopening<M, T>(open: () => ClientReadableStream<M>, pick: (m: M) => T | undefined, signal?: AbortSignal, first?: ClientReadableStream<M>): AsyncGenerator<T, void, undefined> {
   let call = first ?? open();
   const aborted = (): boolean => signal?.aborted === true;
   const cancel = (): void => call.cancel();
@@ -412,7 +416,7 @@ function isRefusal(err: unknown): boolean {
 }
 
 /** A failed call as the library's error: same code and fields; transport failures and service-only codes are `log_unavailable`. */
-function toLogError(err: unknown): SessionLogError {
+export function toLogError(err: unknown): SessionLogError {
   if (err instanceof SessionLogError) return err;
   const { code, message, detail } = readCallFailure(err);
   const libraryCode = detail !== undefined && LIBRARY_CODES.has(detail.code) ? (detail.code as SessionLogErrorCode) : SessionLogErrorCode.logUnavailable;

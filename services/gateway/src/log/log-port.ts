@@ -97,11 +97,12 @@ export interface LogPort {
 
   /**
    * The durable task records (2026-07-28 tasks at the edge), their change
-   * feed and the cancel requests between instances. In-process only: over
-   * gRPC it is undefined and the gateway serves no tasks (docs/design.md).
+   * feed and the cancel requests between instances: the library's
+   * `TaskTable` in-process, or the same table behind the service's task
+   * RPCs over gRPC (`grpc-tasks.ts`).
    */
   readonly openTasks?: (maxTtlMs: number) => Promise<TaskPort>;
-  /** The recorded notifications of tasks (`--experimental-task-streams`); in-process only, like `openTasks`. */
+  /** The recorded notifications of tasks (`--experimental-task-streams`); in-process only (no RPCs yet). */
   readonly openTaskEvents?: (maxTtlMs: number, maxEventsPerTask: number) => Promise<TaskEvents>;
 
   /** True when the log can take requests (for /readyz). */

@@ -1,7 +1,7 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import type { Tracer } from '@opentelemetry/api';
 import type { TetherMetrics } from '@tether/telemetry';
-import { isTerminal, samePrincipal } from '@tether/session-log';
+import { isSessionLogError, isTerminal, samePrincipal, SessionLogErrorCode } from '@tether/session-log';
 import type { JsonObject, StoredTask, TaskEvents, TaskRecord, WriterState } from '@tether/session-log';
 import type { Logger } from 'pino';
 import type { TasksConfig, Route } from '../config.js';
@@ -68,6 +68,8 @@ export class EdgeTasks {
   readonly #alive = new Map<string, { state: WriterState; atMs: number }>();
   readonly #stopCancels: () => void;
   readonly events: TaskEvents | undefined;
+  /** Set by `drain`/`close`: calls aborted from now on were stopped by us, not by the upstream. */
+  #stopping = false;
 
   constructor(options: EdgeTasksOptions) {
     this.config = options.config;
@@ -139,10 +141,28 @@ export class EdgeTasks {
     expiry.unref();
     const recorder = this.events?.writer(taskId);
     if (recorder !== undefined) call.setNotificationSink((message) => void recorder.append(message));
+    const mine = (current: TaskRecord): boolean => current.status === 'working' && current.runner === this.#writerId;
     const settling: Promise<unknown> = call.outcome
-      .then((outcome) =>
-        this.#table.update(taskId, (current) => (current.status === 'working' && current.runner === this.#writerId ? settled(current, outcome, Date.now()) : undefined)),
-      )
+      .then(async (outcome) => {
+        // Stopping with --task-retry idempotent: store nothing, so the first reader after this process is gone reruns the call.
+        if (outcome.kind === 'lost' && outcome.aborted && this.#stopping && this.config.retry === 'idempotent' && record.idempotent) return undefined;
+        try {
+          return await this.#table.update(taskId, (current) => (mine(current) ? settled(current, outcome, Date.now()) : undefined));
+        } catch (err) {
+          if (!isSessionLogError(err, SessionLogErrorCode.payloadTooLarge)) throw err;
+          // The outcome does not fit one message: the task fails, saying so, rather than stay `working` until its TTL.
+          const size = outcome.kind === 'answer' ? Buffer.byteLength(JSON.stringify(outcome.answer)) : 0;
+          return this.#table.update(taskId, (current) =>
+            mine(current)
+              ? failed(
+                  omit({ ...current, updatedAtMs: Date.now() }, 'inputRequests', 'inputResponses'),
+                  { code: RpcCode.internal, message: `the upstream's answer (${size} bytes) is too large for the task store`, data: { reason: 'result_too_large', bytes: size } },
+                  `the upstream's answer is too large for the task store (${size} bytes)`,
+                )
+              : undefined,
+          );
+        }
+      })
       .then((stored) => {
         if (stored === undefined) return;
         const { status } = stored.record;
@@ -243,11 +263,12 @@ export class EdgeTasks {
     const stored = await this.#table.update(taskId, (current) => {
       tookIt = false;
       if (current.status !== 'input_required') return undefined;
-      const outstanding = { ...(current.inputRequests ?? {}) };
-      const answered: Record<string, unknown> = { ...(current.inputResponses ?? {}) };
+      // Null prototypes, own keys only: a client's key `__proto__` or `constructor` is a key like any other.
+      const outstanding: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, current.inputRequests);
+      const answered: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, current.inputResponses);
       let accepted = 0;
       for (const [key, response] of Object.entries(inputResponses)) {
-        if (!(key in outstanding)) continue;
+        if (!Object.hasOwn(outstanding, key)) continue;
         answered[key] = response;
         delete outstanding[key];
         accepted += 1;
@@ -270,7 +291,10 @@ export class EdgeTasks {
     if (stored === undefined || !tookIt) return;
     const { record } = stored;
     const upstreamAnswers: Record<string, unknown> = {};
-    for (const [key, response] of Object.entries(record.inputResponses ?? {})) upstreamAnswers[record.keyMap?.[key] ?? key] = response;
+    for (const [key, response] of Object.entries(record.inputResponses ?? {})) {
+      const upstreamKey = record.keyMap !== undefined && Object.hasOwn(record.keyMap, key) ? record.keyMap[key]! : key;
+      Object.defineProperty(upstreamAnswers, upstreamKey, { value: response, enumerable: true, writable: true, configurable: true });
+    }
     this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }), 'input_round');
   }
 
@@ -322,6 +346,7 @@ export class EdgeTasks {
 
   /** Stops answering cancels and closes every upstream call running here (their tasks are settled as their calls end). */
   close(): void {
+    this.#stopping = true;
     this.#stopCancels();
     for (const catalog of this.#catalogs.values()) catalog.close();
     for (const call of this.#running.values()) call.abort('the gateway stopped before the upstream answered');

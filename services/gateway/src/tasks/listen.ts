@@ -114,10 +114,12 @@ export async function handleListen(ctx: GatewayContext, tasks: EdgeTasks, route:
     clearInterval(keepAlive);
     upstreamAbort?.();
   });
+  // The highest record sent per task: the read and the feed may carry the same one, or cross.
+  const sent = new Map<string, number>();
   const deliver = (stored: StoredTask): void => {
     const { taskId } = stored.record;
-    const known = latest.get(taskId);
-    if (closed || !live.has(taskId) || (known !== undefined && stored.seq < known.seq)) return;
+    if (closed || !live.has(taskId) || stored.seq <= (sent.get(taskId) ?? 0)) return;
+    sent.set(taskId, stored.seq);
     latest.set(taskId, stored);
     send('notifications/tasks', detailedTask(stored.record));
     if (isTerminal(stored.record.status)) {

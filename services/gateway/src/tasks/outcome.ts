@@ -49,8 +49,9 @@ function inputRound(base: TaskRecord, result: JsonObject): TaskRecord {
     return failed(base, { code: RpcCode.internal, message: 'the upstream asked for input without any inputRequests', data: { reason: 'upstream_invalid_input_round' } }, 'the upstream asked for input without any inputRequests');
   }
   const used = new Set(base.usedKeys);
-  const shown: Record<string, unknown> = {};
-  const keyMap: Record<string, string> = {};
+  // Null prototypes: an upstream key `__proto__` is a key like any other.
+  const shown: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  const keyMap: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [key, request] of Object.entries(requests as JsonObject)) {
     let wireKey = key;
     for (let n = base.rounds + 1; used.has(wireKey); n += 1) wireKey = `${key}.${n}`;

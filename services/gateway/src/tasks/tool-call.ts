@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { newTaskId } from '@tether/session-log';
+import { isSessionLogError, newTaskId, SessionLogErrorCode } from '@tether/session-log';
 import type { JsonObject, TaskRecord } from '@tether/session-log';
 import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
@@ -13,7 +13,7 @@ import { forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { tag } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
-import type { RawAnswer } from './upstream-call.js';
+import type { CallOutcome, RawAnswer } from './upstream-call.js';
 import { createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
 import type { RpcError } from './wire.js';
 
@@ -44,16 +44,8 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();
   const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
-  if (early !== TIMED_OUT) {
-    if (early.kind === 'lost') return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: early.reason });
-    const raw = call.raw();
-    if (raw !== undefined) return passBack(res, raw);
-    // Too large to have kept byte for byte (over 4 MiB in 250 ms): the answer, re-encoded.
-    if (early.kind === 'answer') return early.answer.error === undefined ? replyResult(res, message.id, early.answer.result) : replyRpcError(res, message.id, early.answer.error as unknown as RpcError);
-    return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `the upstream answered HTTP ${early.status} with a body too large to pass back` });
-  }
+  if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw());
 
-  call.dropRaw();
   const now = Date.now();
   const record: TaskRecord = {
     v: 1,
@@ -79,14 +71,29 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   try {
     await tasks.table.create(record);
   } catch (err) {
+    if (isSessionLogError(err, SessionLogErrorCode.payloadTooLarge)) {
+      // Arguments too large for a task record: the call goes on as a plain call, and its answer comes back here when it comes.
+      ctx.logger.info({ tool }, 'a call too large for a task record runs untasked');
+      return answerWhenDone(res, message.id, await call.outcome, call.raw());
+    }
     call.abort('the task could not be stored');
     ctx.logger.warn({ err: String(err) }, 'task store unavailable: a call that would have become a task was refused');
     return replyRpcError(res, message.id, { code: RpcCode.internal, message: 'the task store is unavailable; retry shortly' }, 503);
   }
+  call.dropRaw();
   tasks.count('created');
   tasks.run(record, call, 'run');
   ctx.logger.debug({ task: tag(record.taskId), tool }, 'task created');
   replyResult(res, message.id, createTaskResult(record));
+}
+
+/** A call that did not become a task: the upstream's answer byte for byte when it was kept, else re-encoded. */
+function answerWhenDone(res: ServerResponse, id: unknown, outcome: CallOutcome, raw: RawAnswer | undefined): void {
+  if (outcome.kind === 'lost') return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: outcome.reason });
+  if (raw !== undefined) return passBack(res, raw);
+  // Too large to have kept byte for byte (over 4 MiB): the answer, re-encoded.
+  if (outcome.kind === 'answer') return outcome.answer.error === undefined ? replyResult(res, id, outcome.answer.result) : replyRpcError(res, id, outcome.answer.error as unknown as RpcError);
+  return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `the upstream answered HTTP ${outcome.status} with a body too large to pass back` });
 }
 
 /** The upstream's answer as it came: status, headers (less those of its connection), bytes. */

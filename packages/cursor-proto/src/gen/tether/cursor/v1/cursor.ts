@@ -182,6 +182,35 @@ export namespace AdminRequestType {
   export type UNRECOGNIZED = typeof AdminRequestType.UNRECOGNIZED;
 }
 
+/** What a writer asked to cancel a task answered (RequestCancel). */
+export const CancelAnswer = {
+  /** UNSPECIFIED - Never sent. */
+  UNSPECIFIED: 0,
+  /**
+   * ACCEPTED - The writer was running the task and has stopped its call; it settles
+   * the task.
+   */
+  ACCEPTED: 1,
+  /** NOT_RUNNING - The writer serves cancels but does not run the task. */
+  NOT_RUNNING: 2,
+  /** GONE - No ServeCancels call holds the writer: it died or left. */
+  GONE: 3,
+  /** SILENT - No answer in time: slow, or cut off. */
+  SILENT: 4,
+  UNRECOGNIZED: -1,
+} as const;
+
+export type CancelAnswer = typeof CancelAnswer[keyof typeof CancelAnswer];
+
+export namespace CancelAnswer {
+  export type UNSPECIFIED = typeof CancelAnswer.UNSPECIFIED;
+  export type ACCEPTED = typeof CancelAnswer.ACCEPTED;
+  export type NOT_RUNNING = typeof CancelAnswer.NOT_RUNNING;
+  export type GONE = typeof CancelAnswer.GONE;
+  export type SILENT = typeof CancelAnswer.SILENT;
+  export type UNRECOGNIZED = typeof CancelAnswer.UNRECOGNIZED;
+}
+
 /** A writer's liveness as a probe found it. */
 export const WriterState = {
   /** UNSPECIFIED - Never sent. */
@@ -912,6 +941,144 @@ export interface AnswerAdminRequest {
 
 /** AnswerAdmin output (empty). */
 export interface AnswerAdminResponse {
+}
+
+/** A task record as stored, and the seq it was stored at. */
+export interface StoredTask {
+  /**
+   * The record: UTF-8 JSON, `TaskRecord` of @tether/session-log (see TASKS),
+   * without the service's reserved keys.
+   */
+  record: Buffer;
+  /**
+   * The record's stream sequence: what CompareAndSetTask compares against.
+   * Grows with every write of the task.
+   */
+  seq: number;
+}
+
+/** OpenTasks input. */
+export interface OpenTasksRequest {
+  /**
+   * The longest TTL the caller will give a task (its `--task-ttl`), in ms.
+   * Unset or 0: only open.
+   */
+  maxTtlMs?: number | undefined;
+}
+
+/** OpenTasks output. */
+export interface OpenTasksResponse {
+  /** The longest `ttlMs` this service accepts (its `--task-ttl`), in ms. */
+  maxTtlMs: number;
+}
+
+/** CreateTask input. */
+export interface CreateTaskRequest {
+  /**
+   * The new task's record; its `taskId` names the task (fresh, 128 random
+   * bits: it is also the client's handle).
+   */
+  record: Buffer;
+}
+
+/** CreateTask output. */
+export interface CreateTaskResponse {
+  /** The seq the record was stored at. */
+  seq: number;
+}
+
+/** GetTask input. */
+export interface GetTaskRequest {
+  /** The task (22 base64url characters). */
+  taskId: string;
+}
+
+/** GetTask output. */
+export interface GetTaskResponse {
+  /** The newest record and its seq. */
+  task: StoredTask | undefined;
+}
+
+/** CompareAndSetTask input. */
+export interface CompareAndSetTaskRequest {
+  /** The task to change. */
+  taskId: string;
+  /**
+   * The seq of the record the change was decided on (from GetTask, WatchTask
+   * or an earlier write).
+   */
+  expectedSeq: number;
+  /** The whole new record (its `taskId` must be `task_id`). */
+  record: Buffer;
+}
+
+/** CompareAndSetTask output. */
+export interface CompareAndSetTaskResponse {
+  /** The seq the new record was stored at. */
+  seq: number;
+}
+
+/** WatchTask input. */
+export interface WatchTaskRequest {
+  /** The task to follow (it need not exist yet). */
+  taskId: string;
+}
+
+/** One message of a WatchTask stream. */
+export interface WatchTaskResponse {
+  /**
+   * A record of the task; absent on the first response, which only says
+   * that the subscription is open.
+   */
+  task: StoredTask | undefined;
+}
+
+/**
+ * ServeCancels input: the first names the writer; each later one answers a
+ * question.
+ */
+export interface ServeCancelsRequest {
+  /**
+   * First message only: the writer id whose cancel requests are wanted (8 to
+   * 64 characters of A-Z, a-z, 0-9, `_`, `-`).
+   */
+  writer?:
+    | string
+    | undefined;
+  /** The ServeCancelsResponse answered. */
+  question: number;
+  /** The caller was running the task and has stopped its call. */
+  accepted: boolean;
+}
+
+/**
+ * ServeCancels output: the first (question 0, no task) says the requests are
+ * served; each later one asks the caller to cancel one task.
+ */
+export interface ServeCancelsResponse {
+  /** Echo it in the ServeCancelsRequest. */
+  question: number;
+  /** The task to cancel. */
+  taskId: string;
+}
+
+/** RequestCancel input. */
+export interface RequestCancelRequest {
+  /** The writer running the task (the record's `runner`). */
+  writer: string;
+  /** The task to cancel. */
+  taskId: string;
+  /**
+   * How long to wait for the writer's answer before calling it SILENT (10 to
+   * 5000 ms). Default 500.
+   */
+  timeoutMs?: number | undefined;
+}
+
+/** RequestCancel output. */
+export interface RequestCancelResponse {
+  /** What the writer answered. */
+  answer: CancelAnswer;
 }
 
 function createBaseSession(): Session {
@@ -5301,6 +5468,931 @@ export const AnswerAdminResponse: MessageFns<AnswerAdminResponse> = {
   },
 };
 
+function createBaseStoredTask(): StoredTask {
+  return { record: Buffer.alloc(0), seq: 0 };
+}
+
+export const StoredTask: MessageFns<StoredTask> = {
+  encode(message: StoredTask, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record.length !== 0) {
+      writer.uint32(10).bytes(message.record);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StoredTask {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStoredTask();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.record = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StoredTask>, I>>(base?: I): StoredTask {
+    return StoredTask.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StoredTask>, I>>(object: I): StoredTask {
+    const message = createBaseStoredTask();
+    message.record = object.record ?? Buffer.alloc(0);
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseOpenTasksRequest(): OpenTasksRequest {
+  return { maxTtlMs: undefined };
+}
+
+export const OpenTasksRequest: MessageFns<OpenTasksRequest> = {
+  encode(message: OpenTasksRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.maxTtlMs !== undefined) {
+      writer.uint32(8).uint64(message.maxTtlMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OpenTasksRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOpenTasksRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.maxTtlMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<OpenTasksRequest>, I>>(base?: I): OpenTasksRequest {
+    return OpenTasksRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OpenTasksRequest>, I>>(object: I): OpenTasksRequest {
+    const message = createBaseOpenTasksRequest();
+    message.maxTtlMs = object.maxTtlMs ?? undefined;
+    return message;
+  },
+};
+
+function createBaseOpenTasksResponse(): OpenTasksResponse {
+  return { maxTtlMs: 0 };
+}
+
+export const OpenTasksResponse: MessageFns<OpenTasksResponse> = {
+  encode(message: OpenTasksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.maxTtlMs !== 0) {
+      writer.uint32(8).uint64(message.maxTtlMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OpenTasksResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOpenTasksResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.maxTtlMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<OpenTasksResponse>, I>>(base?: I): OpenTasksResponse {
+    return OpenTasksResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OpenTasksResponse>, I>>(object: I): OpenTasksResponse {
+    const message = createBaseOpenTasksResponse();
+    message.maxTtlMs = object.maxTtlMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseCreateTaskRequest(): CreateTaskRequest {
+  return { record: Buffer.alloc(0) };
+}
+
+export const CreateTaskRequest: MessageFns<CreateTaskRequest> = {
+  encode(message: CreateTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record.length !== 0) {
+      writer.uint32(10).bytes(message.record);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.record = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTaskRequest>, I>>(base?: I): CreateTaskRequest {
+    return CreateTaskRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTaskRequest>, I>>(object: I): CreateTaskRequest {
+    const message = createBaseCreateTaskRequest();
+    message.record = object.record ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseCreateTaskResponse(): CreateTaskResponse {
+  return { seq: 0 };
+}
+
+export const CreateTaskResponse: MessageFns<CreateTaskResponse> = {
+  encode(message: CreateTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0) {
+      writer.uint32(8).uint64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTaskResponse>, I>>(base?: I): CreateTaskResponse {
+    return CreateTaskResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTaskResponse>, I>>(object: I): CreateTaskResponse {
+    const message = createBaseCreateTaskResponse();
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetTaskRequest(): GetTaskRequest {
+  return { taskId: "" };
+}
+
+export const GetTaskRequest: MessageFns<GetTaskRequest> = {
+  encode(message: GetTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetTaskRequest>, I>>(base?: I): GetTaskRequest {
+    return GetTaskRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetTaskRequest>, I>>(object: I): GetTaskRequest {
+    const message = createBaseGetTaskRequest();
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetTaskResponse(): GetTaskResponse {
+  return { task: undefined };
+}
+
+export const GetTaskResponse: MessageFns<GetTaskResponse> = {
+  encode(message: GetTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.task !== undefined) {
+      StoredTask.encode(message.task, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.task = StoredTask.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetTaskResponse>, I>>(base?: I): GetTaskResponse {
+    return GetTaskResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetTaskResponse>, I>>(object: I): GetTaskResponse {
+    const message = createBaseGetTaskResponse();
+    message.task = (object.task !== undefined && object.task !== null)
+      ? StoredTask.fromPartial(object.task)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCompareAndSetTaskRequest(): CompareAndSetTaskRequest {
+  return { taskId: "", expectedSeq: 0, record: Buffer.alloc(0) };
+}
+
+export const CompareAndSetTaskRequest: MessageFns<CompareAndSetTaskRequest> = {
+  encode(message: CompareAndSetTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    if (message.expectedSeq !== 0) {
+      writer.uint32(16).uint64(message.expectedSeq);
+    }
+    if (message.record.length !== 0) {
+      writer.uint32(26).bytes(message.record);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompareAndSetTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompareAndSetTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expectedSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.record = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompareAndSetTaskRequest>, I>>(base?: I): CompareAndSetTaskRequest {
+    return CompareAndSetTaskRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompareAndSetTaskRequest>, I>>(object: I): CompareAndSetTaskRequest {
+    const message = createBaseCompareAndSetTaskRequest();
+    message.taskId = object.taskId ?? "";
+    message.expectedSeq = object.expectedSeq ?? 0;
+    message.record = object.record ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseCompareAndSetTaskResponse(): CompareAndSetTaskResponse {
+  return { seq: 0 };
+}
+
+export const CompareAndSetTaskResponse: MessageFns<CompareAndSetTaskResponse> = {
+  encode(message: CompareAndSetTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0) {
+      writer.uint32(8).uint64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompareAndSetTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompareAndSetTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompareAndSetTaskResponse>, I>>(base?: I): CompareAndSetTaskResponse {
+    return CompareAndSetTaskResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompareAndSetTaskResponse>, I>>(object: I): CompareAndSetTaskResponse {
+    const message = createBaseCompareAndSetTaskResponse();
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseWatchTaskRequest(): WatchTaskRequest {
+  return { taskId: "" };
+}
+
+export const WatchTaskRequest: MessageFns<WatchTaskRequest> = {
+  encode(message: WatchTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchTaskRequest>, I>>(base?: I): WatchTaskRequest {
+    return WatchTaskRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchTaskRequest>, I>>(object: I): WatchTaskRequest {
+    const message = createBaseWatchTaskRequest();
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseWatchTaskResponse(): WatchTaskResponse {
+  return { task: undefined };
+}
+
+export const WatchTaskResponse: MessageFns<WatchTaskResponse> = {
+  encode(message: WatchTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.task !== undefined) {
+      StoredTask.encode(message.task, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.task = StoredTask.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchTaskResponse>, I>>(base?: I): WatchTaskResponse {
+    return WatchTaskResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchTaskResponse>, I>>(object: I): WatchTaskResponse {
+    const message = createBaseWatchTaskResponse();
+    message.task = (object.task !== undefined && object.task !== null)
+      ? StoredTask.fromPartial(object.task)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseServeCancelsRequest(): ServeCancelsRequest {
+  return { writer: undefined, question: 0, accepted: false };
+}
+
+export const ServeCancelsRequest: MessageFns<ServeCancelsRequest> = {
+  encode(message: ServeCancelsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.writer !== undefined) {
+      writer.uint32(10).string(message.writer);
+    }
+    if (message.question !== 0) {
+      writer.uint32(16).uint64(message.question);
+    }
+    if (message.accepted !== false) {
+      writer.uint32(24).bool(message.accepted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ServeCancelsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseServeCancelsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.question = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.accepted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ServeCancelsRequest>, I>>(base?: I): ServeCancelsRequest {
+    return ServeCancelsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ServeCancelsRequest>, I>>(object: I): ServeCancelsRequest {
+    const message = createBaseServeCancelsRequest();
+    message.writer = object.writer ?? undefined;
+    message.question = object.question ?? 0;
+    message.accepted = object.accepted ?? false;
+    return message;
+  },
+};
+
+function createBaseServeCancelsResponse(): ServeCancelsResponse {
+  return { question: 0, taskId: "" };
+}
+
+export const ServeCancelsResponse: MessageFns<ServeCancelsResponse> = {
+  encode(message: ServeCancelsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.question !== 0) {
+      writer.uint32(8).uint64(message.question);
+    }
+    if (message.taskId !== "") {
+      writer.uint32(18).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ServeCancelsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseServeCancelsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.question = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ServeCancelsResponse>, I>>(base?: I): ServeCancelsResponse {
+    return ServeCancelsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ServeCancelsResponse>, I>>(object: I): ServeCancelsResponse {
+    const message = createBaseServeCancelsResponse();
+    message.question = object.question ?? 0;
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseRequestCancelRequest(): RequestCancelRequest {
+  return { writer: "", taskId: "", timeoutMs: undefined };
+}
+
+export const RequestCancelRequest: MessageFns<RequestCancelRequest> = {
+  encode(message: RequestCancelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.writer !== "") {
+      writer.uint32(10).string(message.writer);
+    }
+    if (message.taskId !== "") {
+      writer.uint32(18).string(message.taskId);
+    }
+    if (message.timeoutMs !== undefined) {
+      writer.uint32(24).uint32(message.timeoutMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestCancelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestCancelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.writer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.timeoutMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RequestCancelRequest>, I>>(base?: I): RequestCancelRequest {
+    return RequestCancelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RequestCancelRequest>, I>>(object: I): RequestCancelRequest {
+    const message = createBaseRequestCancelRequest();
+    message.writer = object.writer ?? "";
+    message.taskId = object.taskId ?? "";
+    message.timeoutMs = object.timeoutMs ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRequestCancelResponse(): RequestCancelResponse {
+  return { answer: 0 };
+}
+
+export const RequestCancelResponse: MessageFns<RequestCancelResponse> = {
+  encode(message: RequestCancelResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.answer !== 0) {
+      writer.uint32(8).int32(message.answer);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestCancelResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestCancelResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.answer = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RequestCancelResponse>, I>>(base?: I): RequestCancelResponse {
+    return RequestCancelResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RequestCancelResponse>, I>>(object: I): RequestCancelResponse {
+    const message = createBaseRequestCancelResponse();
+    message.answer = object.answer ?? 0;
+    return message;
+  },
+};
+
 /**
  * The session log. Every RPC is safe to call from any number of service
  * instances at once: they share one log on NATS JetStream.
@@ -5638,6 +6730,137 @@ export const CursorServiceService = {
     responseSerialize: (value: AnswerAdminResponse): Buffer => Buffer.from(AnswerAdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AnswerAdminResponse => AnswerAdminResponse.decode(value),
   },
+  /**
+   * Tasks (see TASKS above). Opens the task records (creating or verifying
+   * their JetStream stream) and says the longest TTL this service lets a
+   * task have (`--task-ttl`). With `max_ttl_ms`, INVALID_ARGUMENT when that
+   * is longer: a gateway calls this once at startup with its own
+   * `--task-ttl`, so a mismatch stops it there instead of failing each task.
+   * Optional: every other task RPC opens the records itself.
+   */
+  openTasks: {
+    path: "/tether.cursor.v1.CursorService/OpenTasks" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: OpenTasksRequest): Buffer => Buffer.from(OpenTasksRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): OpenTasksRequest => OpenTasksRequest.decode(value),
+    responseSerialize: (value: OpenTasksResponse): Buffer => Buffer.from(OpenTasksResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): OpenTasksResponse => OpenTasksResponse.decode(value),
+  },
+  /**
+   * Stores a new task; returns once it is durable (acknowledged by the
+   * stream's quorum), so a GetTask on any instance right after finds it.
+   * INVALID_ARGUMENT for a malformed record (naming the field), a `ttlMs`
+   * past `--task-ttl`, or a `taskId` that exists (never overwritten). The
+   * very same record sent again (a retry after a lost answer) within two
+   * minutes answers the seq it was stored at.
+   */
+  createTask: {
+    path: "/tether.cursor.v1.CursorService/CreateTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateTaskRequest): Buffer => Buffer.from(CreateTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateTaskRequest => CreateTaskRequest.decode(value),
+    responseSerialize: (value: CreateTaskResponse): Buffer => Buffer.from(CreateTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateTaskResponse => CreateTaskResponse.decode(value),
+  },
+  /**
+   * The task's newest record and its seq, read from the stream leader; NOT_FOUND
+   * (task_not_found) when it is unknown, gone, or another caller's. An
+   * expired task that is still stored is returned: expiry is the caller's
+   * to judge.
+   */
+  getTask: {
+    path: "/tether.cursor.v1.CursorService/GetTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetTaskRequest): Buffer => Buffer.from(GetTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetTaskRequest => GetTaskRequest.decode(value),
+    responseSerialize: (value: GetTaskResponse): Buffer => Buffer.from(GetTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetTaskResponse => GetTaskResponse.decode(value),
+  },
+  /**
+   * Stores `record` if the task is still as it was at `expected_seq`: the
+   * compare-and-set every change of a task is. ABORTED (task_conflict) when
+   * it was written since, with the seq stored now in ErrorDetail.seq: read
+   * it again and decide again (a write since that stored the very same
+   * record counts as no change). NOT_FOUND as GetTask; INVALID_ARGUMENT as
+   * CreateTask, or when the record's `taskId` is not `task_id`.
+   */
+  compareAndSetTask: {
+    path: "/tether.cursor.v1.CursorService/CompareAndSetTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CompareAndSetTaskRequest): Buffer =>
+      Buffer.from(CompareAndSetTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CompareAndSetTaskRequest => CompareAndSetTaskRequest.decode(value),
+    responseSerialize: (value: CompareAndSetTaskResponse): Buffer =>
+      Buffer.from(CompareAndSetTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CompareAndSetTaskResponse => CompareAndSetTaskResponse.decode(value),
+  },
+  /**
+   * Every record of the task stored from now on, by any instance, until the
+   * caller cancels. The first response carries no task: from then on the
+   * subscription is open. The service then reads the task and sends it as
+   * it is now (when it exists and is the caller's), so no change falls
+   * between a read and the feed. Seqs only grow within one call (an older
+   * record that arrives late is dropped); a caller that opens the call again
+   * gets the current record again. Another caller's task sends nothing.
+   * Counts against `max_streams_per_caller`; a watcher that lets 256
+   * records queue is ended (RESOURCE_EXHAUSTED too_many_streams).
+   */
+  watchTask: {
+    path: "/tether.cursor.v1.CursorService/WatchTask" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchTaskRequest): Buffer => Buffer.from(WatchTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchTaskRequest => WatchTaskRequest.decode(value),
+    responseSerialize: (value: WatchTaskResponse): Buffer => Buffer.from(WatchTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchTaskResponse => WatchTaskResponse.decode(value),
+  },
+  /**
+   * Cancel requests for the tasks one writer runs, for as long as the call
+   * lasts; the writer is the `runner` its records name. Shaped like
+   * HoldPresence: the caller's first message names the writer; the service
+   * then holds that writer's cancel subject on NATS and sends a response for
+   * each RequestCancel addressed to it (on any service instance), which the
+   * caller answers with a request of the same `question`: `accepted` when it
+   * was running the task and has stopped its call (it settles the task
+   * itself), else not. The answer travels back on this same call, so it
+   * reaches the instance that holds the request (no second subject, unlike
+   * WatchAdmin and AnswerAdmin). The first response (question 0, no task)
+   * says the requests are served. Unanswered after 5 s, a request is
+   * dropped (the requester hears SILENT); when the call ends, requests still
+   * waiting are answered NOT_RUNNING and later ones get GONE. Counts
+   * against `max_streams_per_caller`.
+   */
+  serveCancels: {
+    path: "/tether.cursor.v1.CursorService/ServeCancels" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ServeCancelsRequest): Buffer => Buffer.from(ServeCancelsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ServeCancelsRequest => ServeCancelsRequest.decode(value),
+    responseSerialize: (value: ServeCancelsResponse): Buffer =>
+      Buffer.from(ServeCancelsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ServeCancelsResponse => ServeCancelsResponse.decode(value),
+  },
+  /**
+   * Asks the writer running a task (the record's `runner`) to cancel it,
+   * through that writer's ServeCancels call, and says what it answered.
+   * NOT_RUNNING or GONE: nobody runs it, settle it yourself (with a
+   * compare-and-set on the runner); ACCEPTED or SILENT: leave it to the
+   * runner.
+   */
+  requestCancel: {
+    path: "/tether.cursor.v1.CursorService/RequestCancel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RequestCancelRequest): Buffer => Buffer.from(RequestCancelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RequestCancelRequest => RequestCancelRequest.decode(value),
+    responseSerialize: (value: RequestCancelResponse): Buffer =>
+      Buffer.from(RequestCancelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RequestCancelResponse => RequestCancelResponse.decode(value),
+  },
 } as const;
 
 export interface CursorServiceServer extends UntypedServiceImplementation {
@@ -5784,6 +7007,77 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * late `request_id` is dropped.
    */
   answerAdmin: handleUnaryCall<AnswerAdminRequest, AnswerAdminResponse>;
+  /**
+   * Tasks (see TASKS above). Opens the task records (creating or verifying
+   * their JetStream stream) and says the longest TTL this service lets a
+   * task have (`--task-ttl`). With `max_ttl_ms`, INVALID_ARGUMENT when that
+   * is longer: a gateway calls this once at startup with its own
+   * `--task-ttl`, so a mismatch stops it there instead of failing each task.
+   * Optional: every other task RPC opens the records itself.
+   */
+  openTasks: handleUnaryCall<OpenTasksRequest, OpenTasksResponse>;
+  /**
+   * Stores a new task; returns once it is durable (acknowledged by the
+   * stream's quorum), so a GetTask on any instance right after finds it.
+   * INVALID_ARGUMENT for a malformed record (naming the field), a `ttlMs`
+   * past `--task-ttl`, or a `taskId` that exists (never overwritten). The
+   * very same record sent again (a retry after a lost answer) within two
+   * minutes answers the seq it was stored at.
+   */
+  createTask: handleUnaryCall<CreateTaskRequest, CreateTaskResponse>;
+  /**
+   * The task's newest record and its seq, read from the stream leader; NOT_FOUND
+   * (task_not_found) when it is unknown, gone, or another caller's. An
+   * expired task that is still stored is returned: expiry is the caller's
+   * to judge.
+   */
+  getTask: handleUnaryCall<GetTaskRequest, GetTaskResponse>;
+  /**
+   * Stores `record` if the task is still as it was at `expected_seq`: the
+   * compare-and-set every change of a task is. ABORTED (task_conflict) when
+   * it was written since, with the seq stored now in ErrorDetail.seq: read
+   * it again and decide again (a write since that stored the very same
+   * record counts as no change). NOT_FOUND as GetTask; INVALID_ARGUMENT as
+   * CreateTask, or when the record's `taskId` is not `task_id`.
+   */
+  compareAndSetTask: handleUnaryCall<CompareAndSetTaskRequest, CompareAndSetTaskResponse>;
+  /**
+   * Every record of the task stored from now on, by any instance, until the
+   * caller cancels. The first response carries no task: from then on the
+   * subscription is open. The service then reads the task and sends it as
+   * it is now (when it exists and is the caller's), so no change falls
+   * between a read and the feed. Seqs only grow within one call (an older
+   * record that arrives late is dropped); a caller that opens the call again
+   * gets the current record again. Another caller's task sends nothing.
+   * Counts against `max_streams_per_caller`; a watcher that lets 256
+   * records queue is ended (RESOURCE_EXHAUSTED too_many_streams).
+   */
+  watchTask: handleServerStreamingCall<WatchTaskRequest, WatchTaskResponse>;
+  /**
+   * Cancel requests for the tasks one writer runs, for as long as the call
+   * lasts; the writer is the `runner` its records name. Shaped like
+   * HoldPresence: the caller's first message names the writer; the service
+   * then holds that writer's cancel subject on NATS and sends a response for
+   * each RequestCancel addressed to it (on any service instance), which the
+   * caller answers with a request of the same `question`: `accepted` when it
+   * was running the task and has stopped its call (it settles the task
+   * itself), else not. The answer travels back on this same call, so it
+   * reaches the instance that holds the request (no second subject, unlike
+   * WatchAdmin and AnswerAdmin). The first response (question 0, no task)
+   * says the requests are served. Unanswered after 5 s, a request is
+   * dropped (the requester hears SILENT); when the call ends, requests still
+   * waiting are answered NOT_RUNNING and later ones get GONE. Counts
+   * against `max_streams_per_caller`.
+   */
+  serveCancels: handleBidiStreamingCall<ServeCancelsRequest, ServeCancelsResponse>;
+  /**
+   * Asks the writer running a task (the record's `runner`) to cancel it,
+   * through that writer's ServeCancels call, and says what it answered.
+   * NOT_RUNNING or GONE: nobody runs it, settle it yourself (with a
+   * compare-and-set on the runner); ACCEPTED or SILENT: leave it to the
+   * runner.
+   */
+  requestCancel: handleUnaryCall<RequestCancelRequest, RequestCancelResponse>;
 }
 
 export interface CursorServiceClient extends Client {
@@ -6189,6 +7483,157 @@ export interface CursorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AnswerAdminResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Tasks (see TASKS above). Opens the task records (creating or verifying
+   * their JetStream stream) and says the longest TTL this service lets a
+   * task have (`--task-ttl`). With `max_ttl_ms`, INVALID_ARGUMENT when that
+   * is longer: a gateway calls this once at startup with its own
+   * `--task-ttl`, so a mismatch stops it there instead of failing each task.
+   * Optional: every other task RPC opens the records itself.
+   */
+  openTasks(
+    request: OpenTasksRequest,
+    callback: (error: ServiceError | null, response: OpenTasksResponse) => void,
+  ): ClientUnaryCall;
+  openTasks(
+    request: OpenTasksRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: OpenTasksResponse) => void,
+  ): ClientUnaryCall;
+  openTasks(
+    request: OpenTasksRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: OpenTasksResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Stores a new task; returns once it is durable (acknowledged by the
+   * stream's quorum), so a GetTask on any instance right after finds it.
+   * INVALID_ARGUMENT for a malformed record (naming the field), a `ttlMs`
+   * past `--task-ttl`, or a `taskId` that exists (never overwritten). The
+   * very same record sent again (a retry after a lost answer) within two
+   * minutes answers the seq it was stored at.
+   */
+  createTask(
+    request: CreateTaskRequest,
+    callback: (error: ServiceError | null, response: CreateTaskResponse) => void,
+  ): ClientUnaryCall;
+  createTask(
+    request: CreateTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateTaskResponse) => void,
+  ): ClientUnaryCall;
+  createTask(
+    request: CreateTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The task's newest record and its seq, read from the stream leader; NOT_FOUND
+   * (task_not_found) when it is unknown, gone, or another caller's. An
+   * expired task that is still stored is returned: expiry is the caller's
+   * to judge.
+   */
+  getTask(
+    request: GetTaskRequest,
+    callback: (error: ServiceError | null, response: GetTaskResponse) => void,
+  ): ClientUnaryCall;
+  getTask(
+    request: GetTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetTaskResponse) => void,
+  ): ClientUnaryCall;
+  getTask(
+    request: GetTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Stores `record` if the task is still as it was at `expected_seq`: the
+   * compare-and-set every change of a task is. ABORTED (task_conflict) when
+   * it was written since, with the seq stored now in ErrorDetail.seq: read
+   * it again and decide again (a write since that stored the very same
+   * record counts as no change). NOT_FOUND as GetTask; INVALID_ARGUMENT as
+   * CreateTask, or when the record's `taskId` is not `task_id`.
+   */
+  compareAndSetTask(
+    request: CompareAndSetTaskRequest,
+    callback: (error: ServiceError | null, response: CompareAndSetTaskResponse) => void,
+  ): ClientUnaryCall;
+  compareAndSetTask(
+    request: CompareAndSetTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CompareAndSetTaskResponse) => void,
+  ): ClientUnaryCall;
+  compareAndSetTask(
+    request: CompareAndSetTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CompareAndSetTaskResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Every record of the task stored from now on, by any instance, until the
+   * caller cancels. The first response carries no task: from then on the
+   * subscription is open. The service then reads the task and sends it as
+   * it is now (when it exists and is the caller's), so no change falls
+   * between a read and the feed. Seqs only grow within one call (an older
+   * record that arrives late is dropped); a caller that opens the call again
+   * gets the current record again. Another caller's task sends nothing.
+   * Counts against `max_streams_per_caller`; a watcher that lets 256
+   * records queue is ended (RESOURCE_EXHAUSTED too_many_streams).
+   */
+  watchTask(request: WatchTaskRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchTaskResponse>;
+  watchTask(
+    request: WatchTaskRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchTaskResponse>;
+  /**
+   * Cancel requests for the tasks one writer runs, for as long as the call
+   * lasts; the writer is the `runner` its records name. Shaped like
+   * HoldPresence: the caller's first message names the writer; the service
+   * then holds that writer's cancel subject on NATS and sends a response for
+   * each RequestCancel addressed to it (on any service instance), which the
+   * caller answers with a request of the same `question`: `accepted` when it
+   * was running the task and has stopped its call (it settles the task
+   * itself), else not. The answer travels back on this same call, so it
+   * reaches the instance that holds the request (no second subject, unlike
+   * WatchAdmin and AnswerAdmin). The first response (question 0, no task)
+   * says the requests are served. Unanswered after 5 s, a request is
+   * dropped (the requester hears SILENT); when the call ends, requests still
+   * waiting are answered NOT_RUNNING and later ones get GONE. Counts
+   * against `max_streams_per_caller`.
+   */
+  serveCancels(): ClientDuplexStream<ServeCancelsRequest, ServeCancelsResponse>;
+  serveCancels(options: Partial<CallOptions>): ClientDuplexStream<ServeCancelsRequest, ServeCancelsResponse>;
+  serveCancels(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<ServeCancelsRequest, ServeCancelsResponse>;
+  /**
+   * Asks the writer running a task (the record's `runner`) to cancel it,
+   * through that writer's ServeCancels call, and says what it answered.
+   * NOT_RUNNING or GONE: nobody runs it, settle it yourself (with a
+   * compare-and-set on the runner); ACCEPTED or SILENT: leave it to the
+   * runner.
+   */
+  requestCancel(
+    request: RequestCancelRequest,
+    callback: (error: ServiceError | null, response: RequestCancelResponse) => void,
+  ): ClientUnaryCall;
+  requestCancel(
+    request: RequestCancelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RequestCancelResponse) => void,
+  ): ClientUnaryCall;
+  requestCancel(
+    request: RequestCancelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RequestCancelResponse) => void,
   ): ClientUnaryCall;
 }
 
