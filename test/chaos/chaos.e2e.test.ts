@@ -8,11 +8,16 @@ import { formatSummary } from './summary.js';
 // docs/reliability.md): real processes, every fault kind of the run at least
 // once, and the checker's verdict on every stream any client touched.
 describe('chaos: 35 s under faults, a 3-node NATS cluster, three gateways behind a balancer', () => {
-  it('every stream is complete or ends with an explicit verdict; no silent violation', async () => {
-    const report = await runChaos({ durationMs: 35_000, clients: 5, seed: 7, settleMs: 10_000, readPageBudgetMs: 5_000, load: { callTimeoutMs: 15_000 } });
-    const summary = formatSummary(report, 'test/chaos/chaos.e2e.test.ts (seed 7, 35s, 5 clients)');
+  it('every stream is complete or ends with an explicit verdict; every task ends completed with its exact result, failed or cancelled; no silent violation', async () => {
+    const report = await runChaos({ durationMs: 35_000, clients: 5, taskClients: 2, seed: 7, settleMs: 10_000, readPageBudgetMs: 5_000, load: { callTimeoutMs: 15_000 } });
+    const summary = formatSummary(report, 'test/chaos/chaos.e2e.test.ts (seed 7, 35s, 5 clients, 2 task clients)');
     const faults = Object.values(report.faults).reduce((a, b) => a + b, 0);
     process.stdout.write(`chaos: ${report.streams.total} streams, ${report.resumes.total} resumes, ${faults} faults, ${report.silentViolations.total} silent violations (${(report.wallMs / 1000).toFixed(0)} s)\n`);
+    const tasks = report.tasks;
+    if ('skipped' in tasks) throw new Error(`no task clients ran: ${tasks.skipped}`);
+    process.stdout.write(
+      `chaos tasks: ${tasks.created} created, ${tasks.direct} direct, ${tasks.completed} completed, failed runner_lost ${tasks.failed.runner_lost} (runner alive ${tasks.failed.runnerAlive}) other ${tasks.failed.other}, ${tasks.cancelled} cancelled, ${tasks.stuck} stuck, ${tasks.call_failed} call_failed, ${tasks.reruns.tasks} reruns, ${tasks.runnerKills.killed} runners killed mid-task (${JSON.stringify(tasks.runnerKills.byEnd)}), ${tasks.violations.total} task violations\n`,
+    );
     for (const kind of DEFAULT_KINDS) expect(report.faults[kind], `${kind} never fired\n${summary}`).toBeGreaterThan(0);
     expect(report.faults['client_abort'], summary).toBeGreaterThan(0);
     // Resumes broken right after their priming event: the client must keep its cursor.
@@ -24,6 +29,14 @@ describe('chaos: 35 s under faults, a 3-node NATS cluster, three gateways behind
     expect(report.writers.streams, summary).toBeGreaterThan(20);
     expect(report.silentViolations.examples, summary).toEqual([]);
     expect(report.silentViolations.total, summary).toBe(0);
+    // Tasks: real work, at least one runner SIGKILLed mid-task (a hold, settled runner_lost by the next reader).
+    expect(tasks.created, summary).toBeGreaterThan(10);
+    expect(tasks.completed, summary).toBeGreaterThan(5);
+    expect(tasks.runnerKills.killed, summary).toBeGreaterThan(0);
+    expect(tasks.failed.runner_lost, summary).toBeGreaterThan(0);
+    expect(tasks.violations.examples, summary).toEqual([]);
+    expect(tasks.stuck, summary).toBe(0);
+    expect(tasks.violations.total, summary).toBe(0);
   }, 150_000);
 
   // On the current server only: npm test runs test/chaos again on the 2.9 floor, and this

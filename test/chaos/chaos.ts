@@ -27,6 +27,8 @@ import { RawClient } from './raw-client.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
+import { TaskPart } from './task-run.js';
+import type { TaskReport, TasksSkipped } from './task-checker.js';
 import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
 import { bump, digest, sleep } from './util.js';
@@ -58,6 +60,13 @@ export interface ChaosOptions {
   readonly sync?: SyncMode;
   /** The fault kinds and weights. Default today's six (`DEFAULT_SELECTION`). */
   readonly faults?: FaultSelection;
+  /**
+   * 2026-07-28 task clients (`task-client.ts`) beside the others, on their own
+   * route; each `gateway_sigkill` then aims at a task's runner. Only with the
+   * gateways and the in-process log: on `--log grpc://` they serve no tasks.
+   * Default 0.
+   */
+  readonly taskClients?: number;
 }
 
 /** The SDK example's streaming tool and its result. */
@@ -91,6 +100,8 @@ export interface ChaosReport {
   readonly writers: WriterScan;
   /** Requests still open when the run's hard stop aborted them (client, request, what it had got). */
   readonly openAtHardStop: readonly string[];
+  /** The task clients' tasks, judged (`task-checker.ts`), or why none ran. */
+  readonly tasks: TaskReport | TasksSkipped;
   /** Per proxied NATS client process (`gateway_nats_cut`): connections and resets through its proxy. */
   readonly natsProxies: Readonly<Record<string, { connections: number; resets: number; refused: number }>>;
   readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
@@ -112,8 +123,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     targetName === 'sdk-example'
       ? '3 SDK example instances'
       : `2 upstreams, 3 gateways${logMode === 'grpc' ? ' on --log grpc:// (2 session-log services)' : ''}`;
-  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}, balancer (namespace ${namespace}, log stream ${streamName})`);
+  const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName, logMode);
+  // Before the gateways: their tool catalog reads the task upstream's tools.
+  const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients! }) : undefined;
+  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, log stream ${streamName})`);
   const stack = await startChaosStack({
+    taskUpstreamUrl: taskPart?.upstreamUrl,
     namespace,
     gatewayLogDir: options.gatewayLogDir,
     target: targetName,
@@ -121,6 +136,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     natsBin: options.natsBin,
     sync: options.sync ?? 'default',
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
+  }).catch(async (err: unknown) => {
+    await taskPart?.close();
+    throw err;
   });
   say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
   const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix, batchDirect: natsVersionAtLeast(stack.config.natsVersion, 2, 11) });
@@ -155,7 +173,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const quiet = Math.min(options.durationMs * 0.15, 8_000);
     const plan = planFaults(rng.fork(1_000_003), Math.min(options.durationMs * 0.1, 15_000), options.durationMs - quiet, options.meanFaultGapMs ?? 4_000, selection);
     say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed}; kinds ${selection.map((s) => `${s.kind}=${s.weight}`).join(', ')})`);
-    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap }, t0, faultStop.signal);
+    await taskPart?.begin(stack, namespace, ctx.stopAt, rng);
+    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap, ...(taskPart === undefined ? {} : { taskRunner: taskPart.runnerToKill }) }, t0, faultStop.signal);
     const progress = setInterval(() => {
       const resumes = recorder.exchanges.filter((e) => e.method === 'GET' && e.cursor !== undefined).length;
       say(`  t=${((Date.now() - t0) / 1000).toFixed(0)}s calls=${recorder.calls.length} resumes=${resumes} log=${tap.stats.messages}`);
@@ -174,6 +193,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       faultStop.abort();
     }
     const faultLog = await faults;
+    const tasks: TaskReport | TasksSkipped = taskPart === undefined ? { skipped: tasksSkipped! } : await taskPart.finish(say);
     say(`load done after ${((Date.now() - t0) / 1000).toFixed(1)}s; reading the log back`);
     // Pumps still recording after their clients left (e.g. deadline ends) land in the tap before it stops.
     await sleep(1_000);
@@ -196,7 +216,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed);
     const counts = tally(result);
     if (options.dumpPath !== undefined) {
-      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: [...tap.purged], violations: result.violations, streams: result.streams }));
+      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: [...tap.purged], violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
       say(`dump written to ${options.dumpPath}`);
     }
 
@@ -263,6 +283,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       powerLoss,
       openAtHardStop,
       writers: result.writers,
+      tasks,
       natsProxies,
       verification: { ...result.verification, tapMessages: tap.stats.messages, tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
     };
@@ -271,7 +292,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     faultStop.abort();
     await tap.stop(1_000).catch(() => undefined);
     await stack.teardown();
+    await taskPart?.close();
   }
+}
+
+/** Why a run has no task clients, or undefined when it has some. */
+function taskSkipReason(clients: number, target: TargetName, log: LogMode): string | undefined {
+  if (clients <= 0) return 'no task clients asked for (--task-clients 0)';
+  if (target !== 'gateway') return 'the SDK example fleet is not the gateways: task clients run against the gateways only';
+  if (log === 'grpc') return 'task clients are not run against gateways on --log grpc:// yet (their tasks go through the session-log service; tested in services/gateway/test/grpc-tasks.int.test.ts, not under chaos)';
+  return undefined;
 }
 
 function resumeOutcome(status: number | undefined, verdict: string | undefined): string {

@@ -172,6 +172,12 @@ export interface FaultTargets {
   readonly say: (line: string) => void;
   /** The checker's log tap: a power loss asks it what was acknowledged, and to re-check the log after the restart. */
   readonly tap?: LogTap;
+  /**
+   * With task clients (`task-run.ts`): a `gateway_sigkill` asks it first for
+   * the slot of a gateway running a task (a victim it just created); when it
+   * names one, that gateway is killed instead of the planned one.
+   */
+  readonly taskRunner?: () => Promise<{ slot: number; detail: string } | undefined>;
 }
 
 /** How far back a power loss's accounting re-checks the log: the default `sync_interval` (2 min), at most this many positions. */
@@ -233,15 +239,16 @@ function lockOf(fault: PlannedFault, n: number): string {
   }
 }
 
-async function execute(fault: PlannedFault, record: FaultRecord, { stack, clients, slowStreams, tap }: FaultTargets, signal: AbortSignal): Promise<void> {
+async function execute(fault: PlannedFault, record: FaultRecord, { stack, clients, slowStreams, tap, taskRunner }: FaultTargets, signal: AbortSignal): Promise<void> {
   switch (fault.kind) {
     case 'gateway_sigkill': {
-      const slot = fault.target % stack.gateways.length;
+      const runner = await taskRunner?.().catch(() => undefined);
+      const slot = runner?.slot ?? fault.target % stack.gateways.length;
       (record as { target: string }).target = stack.gateways[slot]!.name;
       await stack.killGateway(slot);
       await sleep(fault.downMs);
       await stack.startGateway(slot);
-      record.detail = `down ${fault.downMs}ms`;
+      record.detail = `down ${fault.downMs}ms${runner === undefined ? '' : `; ${runner.detail}`}`;
       return;
     }
     case 'gateway_sigterm_drain': {

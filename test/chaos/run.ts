@@ -2,9 +2,10 @@
  * `npm run chaos -- --duration 60s --clients 6 --seed 1 --json chaos.json`
  *
  * Runs the chaos harness (3-node NATS R3, three gateways behind a round-robin
- * balancer, two upstreams, raw SSE and SDK clients, a seeded fault schedule),
- * prints the summary, writes the report as JSON, and exits 1 if any silent
- * violation was found (2 on bad arguments or a harness failure). `--log`,
+ * balancer, two upstreams, raw SSE and SDK clients, 2026-07-28 task clients
+ * on a task upstream, a seeded fault schedule), prints the summary, writes
+ * the report as JSON, and exits 1 if any silent violation or task violation
+ * was found (2 on bad arguments or a harness failure). `--log`,
  * `--target`, `--nats`, `--sync` and `--faults` pick other configurations
  * and fault kinds (docs/reliability.md, "Configurations and the faults of
  * issue 15"); without them a run is what it was before they existed.
@@ -22,6 +23,7 @@ import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--nats floor|current] [--sync always] [--faults default,KIND[=W],…]
+                        [--task-clients 2]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -39,6 +41,9 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  tether-sdk-example processes (examples/sdk-server) behind the balancer instead
   --nats         floor | current: the nats-server scripts/nats-server.sh names (default: $NATS_SERVER_BIN, then PATH)
   --sync         always: every node runs with jetstream { sync_interval: always } (2.10+; default: the server's)
+  --task-clients 2026-07-28 clients of the gateways' durable tasks (default 2; 0 for none), on their own route
+                 (/tasks/mcp, the test kit's task upstream); each gateway_sigkill then aims at a task's runner.
+                 Gateways only, log in-process: on --log grpc:// they serve no tasks, and none run (the summary says so)
   --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
                  Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
                  gateway_sigkill gateway_sigterm_drain nats_node_kill upstream_restart connection_cut_all slow_client
@@ -48,7 +53,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'nats', 'sync', 'faults'];
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'nats', 'sync', 'faults', 'task-clients'];
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /** `--nats floor|current`: the binary scripts/nats-server.sh prints. */
@@ -90,12 +95,15 @@ async function main(): Promise<number> {
   let sync: SyncMode;
   let natsBin: string | undefined;
   let faults: FaultSelection;
+  let taskClients: number;
   try {
     args = parseArgs(process.argv.slice(2));
     durationMs = parseDuration(args['duration'] ?? '60s');
     clients = Number(args['clients'] ?? '6');
     seed = Number(args['seed'] ?? '1');
     if (!Number.isInteger(clients) || clients < 1 || clients > 200) throw new Error(`--clients must be an integer from 1 to 200, got ${args['clients']}`);
+    taskClients = Number(args['task-clients'] ?? '2');
+    if (!Number.isInteger(taskClients) || taskClients < 0 || taskClients > 100) throw new Error(`--task-clients must be an integer from 0 to 100, got ${args['task-clients']}`);
     if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${args['seed']}`);
     if (durationMs < 5_000) throw new Error('--duration must be at least 5s');
     target = (args['target'] ?? 'gateway') as TargetName;
@@ -148,6 +156,7 @@ async function main(): Promise<number> {
     log,
     sync,
     faults,
+    taskClients,
     ...(natsBin === undefined ? {} : { natsBin }),
     say: (line) => process.stdout.write(`${line}\n`),
   });
@@ -156,7 +165,8 @@ async function main(): Promise<number> {
     await writeFile(args['json'], `${JSON.stringify({ command, ...report }, null, 2)}\n`);
     process.stdout.write(`report written to ${args['json']}\n`);
   }
-  return report.silentViolations.total > 0 ? 1 : 0;
+  const taskViolations = 'skipped' in report.tasks ? 0 : report.tasks.violations.total;
+  return report.silentViolations.total > 0 || taskViolations > 0 ? 1 : 0;
 }
 
 main().then(

@@ -33,6 +33,7 @@ import { findNatsServerBinary, natsServerVersion, startNatsCluster, startRoundRo
 import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
 import { startNatsProxy } from './nats-proxy.js';
+import { TASK_ROUTE } from './task-client.js';
 import type { NatsProxy } from './nats-proxy.js';
 import { sleep } from './util.js';
 
@@ -89,6 +90,12 @@ export interface ChaosStackOptions {
   readonly sync?: SyncMode;
   /** Put a freezable TCP proxy between each NATS client process and the cluster (for `gateway_nats_cut`). Default false. */
   readonly natsProxies?: boolean;
+  /**
+   * The task upstream (`task-run.ts`): the gateways serve it on `/tasks/mcp`
+   * with `--task-retry idempotent`. Default none: no such route, the gateways'
+   * flags as before.
+   */
+  readonly taskUpstreamUrl?: string | undefined;
 }
 
 /** What the stack runs, for the report. */
@@ -237,6 +244,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         GATEWAY_MAIN,
         ...['--port', '0', ...logFlags],
         ...['--upstream', upstreams!.store.url, '--route', `${Routes.plain}=${upstreams!.plain.url}`],
+        ...(options.taskUpstreamUrl === undefined ? [] : ['--route', `${TASK_ROUTE}=${options.taskUpstreamUrl}`, '--task-retry', 'idempotent']),
         ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
       ];
     };

@@ -1,5 +1,6 @@
 /** The human summary of a chaos report (the JSON file has everything). */
 import type { ChaosReport } from './chaos.js';
+import { formatTaskSummary } from './task-checker.js';
 
 export function formatSummary(report: ChaosReport, command: string): string {
   const lines: string[] = [];
@@ -25,6 +26,7 @@ export function formatSummary(report: ChaosReport, command: string): string {
   const w = report.writers;
   lines.push(`two-writer scan:     ${w.streams} streams, ${w.takeovers} takeovers, ${w.reclaims} re-claims by a deposed writer's own prime, ${w.violations} events of a deposed writer after a takeover`);
   const p = report.powerLoss;
+  lines.push(...formatTaskSummary(report.tasks));
   if (p.losses > 0) {
     lines.push(`power losses:        ${p.losses}: ${p.acked} acknowledged log events in the re-checked windows, ${p.survived} found again, ${p.lost} lost, ${p.purged} purged with their session meanwhile, ${p.unchecked} not compared; ${p.shorterLogs} restarts left the log shorter than acknowledged; ${p.silent} lost events reached a client whose stream then ended silently`);
   }

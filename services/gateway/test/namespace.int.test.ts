@@ -67,7 +67,11 @@ describe('namespaces on one NATS account', () => {
     expect(buckets.sort()).toEqual(
       ['tether_leases', 'tether_principals', 'tether_sessions', ...['alpha', 'beta'].flatMap((ns) => [`tether_leases_${ns}`, `tether_principals_${ns}`, `tether_sessions_${ns}`])].sort(),
     );
-    expect([...streams.keys()].sort()).toEqual(['TETHER_LOG', 'TETHER_LOG_alpha', 'TETHER_LOG_beta', ...buckets.map((b) => `KV_${b}`)].sort());
+    // The durable tasks (2026-07-28) are a stream of each namespace too, with their own subjects and republish.
+    for (const [ns, root] of [['', 'tether'], ['alpha', 'tether_alpha'], ['beta', 'tether_beta']] as const) {
+      expect(streams.get(ns === '' ? 'TETHER_EDGE_TASKS' : `TETHER_EDGE_TASKS_${ns}`)).toEqual({ subjects: [`${root}.edge.task.>`], republish: { src: `${root}.edge.task.>`, dest: `${root}.edge.live.>` } });
+    }
+    expect([...streams.keys()].sort()).toEqual(['TETHER_LOG', 'TETHER_LOG_alpha', 'TETHER_LOG_beta', 'TETHER_EDGE_TASKS', 'TETHER_EDGE_TASKS_alpha', 'TETHER_EDGE_TASKS_beta', ...buckets.map((b) => `KV_${b}`)].sort());
   });
 
   it('a session of one namespace is unknown (404) in every other, even with the right principal', async () => {
@@ -107,7 +111,7 @@ describe('namespaces on one NATS account', () => {
     ok.cancel();
   });
 
-  it('every subject a namespace publishes on or listens to carries it: log, live, control, writer presence, audit, admin', async () => {
+  it('every subject a namespace publishes on or listens to carries it: log, live, control, writer presence, audit, admin, task cancels', async () => {
     // What the gateways listen to: control and writer presence, per namespace root
     const res = await fetch(`http://127.0.0.1:${nats.monitorPort}/connz?subs=detail`);
     const connz = (await res.json()) as { connections: { subscriptions_list_detail?: { subject: string }[] }[] };
@@ -116,9 +120,10 @@ describe('namespaces on one NATS account', () => {
       expect(subs).toContain(`${root}.ctl.*`);
       expect(subs.some((s) => s.startsWith(`${root}.writer.`))).toBe(true);
       expect(subs.some((s) => s.startsWith(`${root}.admin.`))).toBe(true);
+      expect(subs.some((s) => s.startsWith(`${root}.edge.cancel.`))).toBe(true);
     }
     // (and the live tail of a reader still open, if any: live subjects are per namespace too)
-    expect(subs.filter((s) => !/^(tether|tether_alpha|tether_beta)\.(ctl|writer|live|admin)\./.test(s))).toEqual([]);
+    expect(subs.filter((s) => !/^(tether|tether_alpha|tether_beta)\.(ctl|writer|live|admin|edge\.cancel)\./.test(s))).toEqual([]);
 
     // What traffic in alpha puts on the wire: nothing outside alpha's names.
     const seen: string[] = [];

@@ -41,6 +41,9 @@ export type Visible =
 
 /** Bytes of an upstream answer kept for passing back before a call becomes a task. */
 const MAX_RAW_BYTES = 4 * 1024 * 1024;
+/** Backoff of an outcome the store could not take yet. */
+const STORE_RETRY_FIRST_MS = 100;
+const STORE_RETRY_MAX_MS = 2_000;
 /** How long a liveness answer about another instance is reused. */
 const PROBE_CACHE_MS = 200;
 
@@ -147,7 +150,8 @@ export class EdgeTasks {
         // Stopping with --task-retry idempotent: store nothing, so the first reader after this process is gone reruns the call.
         if (outcome.kind === 'lost' && outcome.aborted && this.#stopping && this.config.retry === 'idempotent' && record.idempotent) return undefined;
         try {
-          return await this.#table.update(taskId, (current) => (mine(current) ? settled(current, outcome, Date.now()) : undefined));
+          // The call stays "running here" while its outcome waits for the store, so readers elsewhere keep answering `working`, not lost.
+          return await this.#storeUntil(record, () => this.#table.update(taskId, (current) => (mine(current) ? settled(current, outcome, Date.now()) : undefined)));
         } catch (err) {
           if (!isSessionLogError(err, SessionLogErrorCode.payloadTooLarge)) throw err;
           // The outcome does not fit one message: the task fails, saying so, rather than stay `working` until its TTL.
@@ -175,7 +179,7 @@ export class EdgeTasks {
       })
       .catch((err: unknown) => {
         span.setStatus({ code: SpanStatusCode.ERROR, message: 'outcome not stored' });
-        this.#logger.warn({ task: tag(taskId), err: String(err) }, 'could not store a task outcome; the next reader settles it as lost');
+        this.#logger.warn({ task: tag(taskId), err: String(err) }, 'could not store a task outcome before the task expired (or the gateway stopped)');
       })
       .finally(() => {
         clearTimeout(expiry);
@@ -185,6 +189,25 @@ export class EdgeTasks {
         span.end();
       });
     this.#settling.add(settling);
+  }
+
+  /**
+   * Retries `write` while the store is unavailable (a leader election, NATS
+   * cut off), with backoff, until it succeeds, the task expires or this
+   * process stops: an upstream's answer is never dropped for a passing
+   * outage (chaos finding 13).
+   */
+  async #storeUntil<T>(record: TaskRecord, write: () => Promise<T>): Promise<T> {
+    for (let delay = STORE_RETRY_FIRST_MS; ; delay = Math.min(delay * 2, STORE_RETRY_MAX_MS)) {
+      try {
+        return await write();
+      } catch (err) {
+        const retryable = isSessionLogError(err, SessionLogErrorCode.logUnavailable);
+        if (!retryable || this.#stopping || Date.now() + delay >= record.createdAtMs + record.ttlMs) throw err;
+        this.#logger.debug({ task: tag(record.taskId), err: String(err) }, 'task outcome not stored yet; retrying');
+        await sleep(delay);
+      }
+    }
   }
 
   /**
@@ -202,11 +225,20 @@ export class EdgeTasks {
       return stored;
     }
     const dead = record.runner;
+    // The record names this process, which runs no such call: its outcome was never stored (the store stayed out until expiry, or this process stopped).
+    const ownLoss = dead === this.#writerId;
     const rerun = this.config.retry === 'idempotent' && record.idempotent;
     const next = await this.#table.update(record.taskId, (current) => {
       if (current.status !== 'working' || current.runner !== dead) return undefined;
       const now = Date.now();
       if (rerun) return { ...current, runner: this.#writerId, runnerInstance: this.instanceId, attempts: current.attempts + 1, reruns: current.reruns + 1, updatedAtMs: now };
+      if (ownLoss) {
+        return failed(
+          { ...current, updatedAtMs: now },
+          { code: RpcCode.internal, message: `the gateway running this task could not store the call's outcome; it is unknown and the call was not run again`, data: { reason: 'outcome_not_stored', runner: dead } },
+          'the call\'s outcome could not be stored',
+        );
+      }
       return failed(
         { ...current, updatedAtMs: now },
         {
