@@ -63,7 +63,7 @@ export interface ChaosOptions {
   /**
    * 2026-07-28 task clients (`task-client.ts`) beside the others, on their own
    * route; each `gateway_sigkill` then aims at a task's runner. Only with the
-   * gateways and the in-process log: on `--log grpc://` they serve no tasks.
+   * gateways and the in-process log (not yet run against `--log grpc://`).
    * Default 0.
    */
   readonly taskClients?: number;
