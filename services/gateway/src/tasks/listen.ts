@@ -6,7 +6,7 @@ import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { passThrough, upstreamFailure } from '../handlers/pass-through.js';
-import { replyError } from '../http/reply.js';
+import { fromLogError, replyError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import { callerHeaders, callUpstream, forwardHeaders, isEventStream } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
@@ -61,7 +61,10 @@ export async function handleListen(ctx: GatewayContext, tasks: EdgeTasks, route:
     }
   } catch (err) {
     for (const stop of stops) stop();
-    throw err;
+    // The task store is unavailable: answered as the task methods answer it, never a 500.
+    const reply = fromLogError(err);
+    ctx.logger.warn({ err: String(err) }, 'subscriptions/listen could not read the task store');
+    return replyRpcError(res, message.id, { code: RpcCode.internal, message: reply.message }, reply.status >= 500 ? 503 : 200);
   }
 
   const upstreamPart = withoutTaskIds(notifications);

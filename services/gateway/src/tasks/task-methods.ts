@@ -68,17 +68,20 @@ export async function handleTaskMethod(ctx: GatewayContext, tasks: EdgeTasks, ro
  * surrounding whitespace (RFC 9110 field parsing).
  */
 export function headerMismatch(req: IncomingMessage, method: string, params: JsonObject | undefined): RpcError | undefined {
-  const sentMethod = header(req, 'mcp-method')?.trim();
+  const sentMethod = fieldValue(header(req, 'mcp-method'));
   if (sentMethod !== method) {
     return { code: RpcCode.headerMismatch, message: `Bad Request: the request headers and body disagree: the body names method ${method} but the Mcp-Method header is ${sentMethod === undefined ? 'absent' : JSON.stringify(sentMethod)}` };
   }
   const taskId = params?.taskId;
-  const sentName = header(req, 'mcp-name')?.trim();
+  const sentName = fieldValue(header(req, 'mcp-name'));
   if (typeof taskId === 'string' && sentName !== taskId) {
     return { code: RpcCode.headerMismatch, message: `Bad Request: the request headers and body disagree: the Mcp-Name header must be the body's params.taskId${sentName === undefined ? ', and it is absent' : ''}` };
   }
   return undefined;
 }
+
+/** A header's value without the optional whitespace HTTP allows around it (spaces and tabs only, RFC 9110 5.5). */
+const fieldValue = (value: string | undefined): string | undefined => value?.replace(/^[ \t]+|[ \t]+$/g, '');
 
 function checkInputResponses(value: unknown): RpcError | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
