@@ -71,7 +71,7 @@ export interface TasksConfig {
   readonly retry: 'off' | 'idempotent';
   /** How old the upstream's tool list may get before it is asked again. */
   readonly toolRefreshMs: number;
-  /** `--experimental-task-streams`: record each task's notifications and serve `tasks/stream` (the draft SEP-2694). */
+  /** `--experimental-task-streams`: serve `tasks/stream` (the draft SEP-2694) from each task's recorded notifications. */
   readonly streams: boolean;
   /** Events kept per task for `tasks/stream`; a cursor behind them gets `events_gone`. */
   readonly maxEventsPerTask: number;
@@ -113,7 +113,7 @@ export const FLAGS = [
   { flag: 'task-poll-interval', env: 'TETHER_TASK_POLL_INTERVAL', help: 'pollIntervalMs suggested to clients (ms, or 1s)', fallback: '1000' },
   { flag: 'task-tools', env: 'TETHER_TASK_TOOLS', help: 'tools run as tasks when slow even if the upstream does not declare execution.taskSupport, comma separated', fallback: '' },
   { flag: 'task-retry', env: 'TETHER_TASK_RETRY', help: 'a task whose gateway died: off (settled failed) or idempotent (re-run when the tool is annotated idempotentHint)', fallback: 'off' },
-  { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'record task notifications and serve tasks/stream {taskId, after} (the draft SEP-2694; may change): on|off', fallback: 'off' },
+  { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'serve tasks/stream {taskId, after}, the recorded notifications of a task (the draft SEP-2694; may change): on|off', fallback: 'off' },
   { flag: 'task-max-events', env: 'TETHER_TASK_MAX_EVENTS', help: 'notifications kept per task for tasks/stream (older ones: events_gone)', fallback: '10000' },
   { flag: 'task-tool-refresh', env: 'TETHER_TASK_TOOL_REFRESH', help: 'how often the upstream tool list (taskSupport, idempotentHint) is read again (ms, or 1m)', fallback: '1m' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },

@@ -244,7 +244,8 @@ async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, 
     return undefined;
   }
   const table = await log.openTasks(config.tasks.ttlMs);
-  const events = config.tasks.streams && log.openTaskEvents !== undefined ? await log.openTaskEvents(config.tasks.ttlMs, config.tasks.maxEventsPerTask) : undefined;
+  // Every task's notifications are recorded (in-process); `tasks/stream` serves them only with --experimental-task-streams.
+  const events = log.openTaskEvents !== undefined ? await log.openTaskEvents(config.tasks.ttlMs, config.tasks.maxEventsPerTask) : undefined;
   return new EdgeTasks({
     ...(events === undefined ? {} : { events }),
     config: config.tasks,

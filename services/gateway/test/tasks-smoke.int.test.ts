@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { McpServer } from '@modelcontextprotocol/server';
+import { InMemoryServerEventBus, McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { startModernUpstream } from '@tether/testing';
 import type { ModernUpstream } from '@tether/testing';
@@ -7,6 +7,7 @@ import { startInProcessStack } from './fixtures.js';
 import type { InProcessStack } from './fixtures.js';
 
 let upstream: ModernUpstream;
+const bus = new InMemoryServerEventBus();
 let stack: InProcessStack;
 
 function server(): McpServer {
@@ -28,7 +29,7 @@ function server(): McpServer {
 }
 
 beforeAll(async () => {
-  upstream = await startModernUpstream({ createServer: server });
+  upstream = await startModernUpstream({ createServer: server, handler: { bus } });
   stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url, args: ['--experimental-task-streams', 'on'] });
 });
 afterAll(async () => {
@@ -106,5 +107,39 @@ describe('tasks smoke', () => {
     expect(all.at(-1)).toMatchObject({ id: 21, result: { resultType: 'complete', taskId, lastSeq: 6, status: 'completed' } });
     const rest = await stream(4);
     expect(rest.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([5, 6]);
+  });
+
+  it('a listen that also asks the upstream is split and merged: one ack, task notifications and the upstream\'s own, one subscription id', async () => {
+    const created = await rpc(stack.urls[0]!, 30, 'tools/call', { name: 'slow', arguments: { ms: 500 } }, 'slow');
+    const taskId = created.body.result.taskId as string;
+    const abort = new AbortController();
+    const res = await fetch(stack.urls[1]!, {
+      method: 'POST',
+      signal: abort.signal,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'subscriptions/listen', params: { notifications: { taskIds: [taskId], toolsListChanged: true }, _meta: META } }),
+    });
+    const messages: any[] = [];
+    const decoder = new TextDecoder();
+    let buffered = '';
+    let published = false;
+    for await (const chunk of res.body!) {
+      buffered += decoder.decode(chunk, { stream: true });
+      const lines = buffered.split('\n');
+      buffered = lines.pop()!;
+      for (const line of lines) if (line.startsWith('data: ')) messages.push(JSON.parse(line.slice(6)));
+      if (!published && messages.length > 0) {
+        published = true;
+        bus.publish({ kind: 'tools_list_changed' });
+      }
+      const done = messages.some((m) => m.method === 'notifications/tasks' && m.params.status === 'completed') && messages.some((m) => m.method === 'notifications/tools/list_changed');
+      if (done) break;
+    }
+    abort.abort();
+    expect(messages[0]).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: [taskId], toolsListChanged: true } } });
+    expect(messages.filter((m) => m.method === 'notifications/subscriptions/acknowledged')).toHaveLength(1);
+    expect(messages.some((m) => m.method === 'notifications/tools/list_changed')).toBe(true);
+    expect(messages.some((m) => m.method === 'notifications/tasks' && m.params.status === 'completed')).toBe(true);
+    for (const m of messages) expect(m.params._meta['io.modelcontextprotocol/subscriptionId']).toBe(31);
   });
 });

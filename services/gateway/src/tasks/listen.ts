@@ -135,7 +135,7 @@ export async function handleListen(ctx: GatewayContext, tasks: EdgeTasks, route:
   const upstreamAck = upstream === undefined ? undefined : await relayUpstream(upstream, res, (abort) => (upstreamAbort = abort), () => {
     upstream = undefined;
     if (live.size === 0) finish();
-  });
+  }, () => tasks.catalog(route.path)?.invalidate());
   send('notifications/subscriptions/acknowledged', { notifications: { ...(upstreamAck ?? {}), taskIds: accepted } });
   // Then each task as it is now, then the changes.
   for (const taskId of accepted) deliver(latest.get(taskId)!);
@@ -173,6 +173,7 @@ function relayUpstream(
   res: ServerResponse,
   setAbort: (abort: () => void) => void,
   onEnd: () => void,
+  onToolsChanged: () => void,
 ): Promise<JsonObject | undefined> {
   return new Promise((resolve) => {
     let acknowledged = false;
@@ -195,6 +196,7 @@ function relayUpstream(
               acknowledged = true;
               resolve(objectAt(m.params, 'notifications') ?? {});
             } else if (typeof m.method === 'string' && acknowledged && !res.writableEnded) {
+              if (m.method === 'notifications/tools/list_changed') onToolsChanged();
               // Already stamped by the upstream with the subscription id.
               res.write(`event: message\ndata: ${event.data}\n\n`);
             }

@@ -42,7 +42,7 @@ export function serveModern(ctx: GatewayContext, tasks: EdgeTasks, route: Route,
   if (isTaskMethod(message.method)) return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
   if (message.method === 'tools/call') return handleToolCall(ctx, tasks, route, caller, req, res, body, message);
   if (message.method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body);
-  if (message.method === TASK_STREAM_METHOD && tasks.events !== undefined) return handleTaskStream(ctx, tasks, tasks.events, route, caller, req, res, message);
+  if (message.method === TASK_STREAM_METHOD && tasks.config.streams && tasks.events !== undefined) return handleTaskStream(ctx, tasks, tasks.events, route, caller, req, res, message);
   if (message.method === 'subscriptions/listen') return handleListen(ctx, tasks, route, caller, req, res, body, message);
   return passThrough(ctx, route, caller, req, res, 'POST', body);
 }
