@@ -14,7 +14,10 @@
  *    500 ms, as a task (`--task-after 0`) polled every 10 ms and every
  *    `pollIntervalMs` (1 s, what an honoring client does), and through a
  *    listen, beside the tool called directly: the figure `--task-after`
- *    (250 ms) is chosen from.
+ *    (250 ms) is chosen from;
+ * 5. a runner's death: from SIGKILL of the gateway running a task to the
+ *    first `tasks/get` through another instance that answers `failed`
+ *    (`runner_lost`), polled every 20 ms (DESIGN section 12: p99 ≤ 1 s).
  *
  * Real processes on loopback: a private nats-server (NATS_SERVER_BIN, the
  * current one via the npm script), the gateways as their own processes; the
@@ -30,6 +33,7 @@ import { summarize95 } from './gateway/summary.js';
 
 const CALLS = Number(process.env['BENCH_TASKS_CALLS'] ?? 400);
 const ROUNDS = Number(process.env['BENCH_TASKS_ROUNDS'] ?? 5);
+const KILLS = Number(process.env['BENCH_TASKS_KILLS'] ?? 20);
 const GATEWAY_MAIN = fileURLToPath(new URL('../../services/gateway/dist/main.js', import.meta.url));
 const META = {
   'io.modelcontextprotocol/protocolVersion': '2026-07-28',
@@ -146,6 +150,26 @@ async function main(): Promise<void> {
       e2e.push([`${toolMs} ms`, p50(directMs), p50(poll10), p50(pollHonoring), p50(viaDefault)]);
     }
 
+    progress(`figure 5: a runner SIGKILLed, ${KILLS} rounds`);
+    const settle: number[] = [];
+    for (let k = 0; k < KILLS; k += 1) {
+      const victim = await startGateway(`tasks-victim-${k}`, nats.url, upstream.url, ['--task-after', '0']);
+      await rpc(victim.url, 'tools/call', { name: TaskTools.Greet, arguments: { name: 'w' } }, TaskTools.Greet);
+      const created = await rpc(victim.url, 'tools/call', { name: TaskTools.Hold, arguments: { key: `kill-${k}` } }, TaskTools.Hold);
+      const taskId = created.result.taskId as string;
+      await rpc(reader.url, 'tasks/get', { taskId }, taskId);
+      const killedAt = performance.now();
+      victim.proc.kill();
+      for (;;) {
+        const got = await rpc(reader.url, 'tasks/get', { taskId }, taskId);
+        if (got.result?.status === 'failed') break;
+        if (performance.now() - killedAt > 30_000) throw new Error('a killed runner was not noticed within 30 s');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      settle.push(performance.now() - killedAt);
+      upstream.release(`kill-${k}`, 'released');
+    }
+
     process.stdout.write(`\n1. A call that is not a task (greet), ${CALLS} each, alternating\n`);
     process.stdout.write(`${table(['path', 'p50', 'p99', 'n'], [row('upstream direct', direct), row('gateway --tasks on', viaOn), row('gateway --tasks off', viaOff), row('another gateway --tasks off (noise)', viaOff2)])}\n`);
     const cp = summarize95(create).p50 - summarize95(pass).p50;
@@ -155,6 +179,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\n3. tasks/get through another instance, beside the same request answered without the store\n${table(['call', 'p50', 'p99', 'n'], [row('tasks/get (a working task)', gets), row('tasks/get of a malformed id (no store read)', floor)])}\nwhat reading the task adds, p50: ${ms(overFloor)}\n`);
     process.stdout.write(`\n4. Create → poll → result, p50 of ${ROUNDS} (task via --task-after 0; polled through another instance)\n`);
     process.stdout.write(`${table(['tool takes', 'direct', 'task, poll 10 ms', 'task, poll pollIntervalMs', 'default --task-after 250, honoring'], e2e)}\n`);
+    process.stdout.write(`\n5. SIGKILL of a task's runner → the first tasks/get through another instance answering failed (polled every 20 ms)\n${table(['rounds', 'p50', 'p99', 'max'], [[String(settle.length), ms(summarize95(settle).p50), ms(summarize95(settle).p99), ms(Math.max(...settle))]])}\n`);
   } finally {
     for (const g of [on, off, off2, now, reader]) await g.proc.stop('SIGTERM', 5_000).catch(() => undefined);
     await upstream.close();
