@@ -11,7 +11,7 @@ import { openNatsOperator } from './operator.js';
 import type { Operator } from './operator.js';
 import type { SessionFilter } from './sessions.js';
 import { isPrincipalFilter, isSessionTag, PRINCIPAL_FILTER_ALLOWED } from './tag.js';
-import { TASK_STATUSES } from './task-model.js';
+import { TASK_STATUSES } from './task-statuses.js';
 import type { TaskFilter, TaskStatusName } from './task-model.js';
 import { isTaskStatusName } from './task-view.js';
 

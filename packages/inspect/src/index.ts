@@ -10,7 +10,7 @@ export type { SessionFilter } from './sessions.js';
 export { buildTimeline, connections, readTimeline, writerSpans } from './timeline.js';
 export { byStream, checkChain, checkChains } from './chains.js';
 export type { RunnerState, TaskFilter, TaskList, TaskSizes, TaskStatusName, TaskSummary } from './task-model.js';
-export { TASK_STATUSES } from './task-model.js';
+export { TASK_STATUSES } from './task-statuses.js';
 export { listTasks, probeRunner, readTask, RUNNER_PROBE_TIMEOUT_MS } from './task-read.js';
 export { isTaskStatusName, selectTasks, summarizeTask, taskTag } from './task-view.js';
 export { resolveTag, scanSessions } from './registry.js';

@@ -23,7 +23,7 @@
 import type { ChainCheck, SessionSummary, SessionTimeline } from './model.js';
 import type { SessionFilter } from './sessions.js';
 import { isPrincipalFilter, PRINCIPAL_FILTER_ALLOWED, TAG_PATTERN } from './tag.js';
-import { TASK_STATUSES } from './task-model.js';
+import { TASK_STATUSES } from './task-statuses.js';
 import type { TaskFilter, TaskList } from './task-model.js';
 import { isTaskStatusName } from './task-view.js';
 

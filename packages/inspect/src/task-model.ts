@@ -7,9 +7,12 @@
  * The task id is a bearer handle: a task is named by its tag.
  */
 
-/** The statuses of the Tasks extension (SEP-2663), in the order a filter offers them. */
-export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const;
-export type TaskStatusName = (typeof TASK_STATUSES)[number];
+/**
+ * The statuses of the Tasks extension (SEP-2663). Types only in this file:
+ * the page's build (src/web) compiles it too, so a value here would be emitted
+ * only there and missing from dist/ (the list is in task-statuses.ts).
+ */
+export type TaskStatusName = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
 
 /**
  * Whether the instance running the task still lives, by its writer

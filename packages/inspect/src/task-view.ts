@@ -7,7 +7,7 @@
  */
 import { isTaskStatus, isWriterId, principalTag } from '@tether/session-log';
 import type { TaskRecord } from '@tether/session-log';
-import { TASK_STATUSES } from './task-model.js';
+import { TASK_STATUSES } from './task-statuses.js';
 import { principalMatches } from './tag.js';
 import type { RunnerState, TaskFilter, TaskStatusName, TaskSummary } from './task-model.js';
 

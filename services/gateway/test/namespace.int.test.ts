@@ -71,7 +71,12 @@ describe('namespaces on one NATS account', () => {
     for (const [ns, root] of [['', 'tether'], ['alpha', 'tether_alpha'], ['beta', 'tether_beta']] as const) {
       expect(streams.get(ns === '' ? 'TETHER_EDGE_TASKS' : `TETHER_EDGE_TASKS_${ns}`)).toEqual({ subjects: [`${root}.edge.task.>`], republish: { src: `${root}.edge.task.>`, dest: `${root}.edge.live.>` } });
     }
-    expect([...streams.keys()].sort()).toEqual(['TETHER_LOG', 'TETHER_LOG_alpha', 'TETHER_LOG_beta', 'TETHER_EDGE_TASKS', 'TETHER_EDGE_TASKS_alpha', 'TETHER_EDGE_TASKS_beta', ...buckets.map((b) => `KV_${b}`)].sort());
+    // And each task's recorded notifications (tasks/stream), one stream per namespace.
+    for (const [ns, root] of [['', 'tether'], ['alpha', 'tether_alpha'], ['beta', 'tether_beta']] as const) {
+      expect(streams.get(ns === '' ? 'TETHER_EDGE_TASKS_EVENTS' : `TETHER_EDGE_TASKS_${ns}_EVENTS`)?.subjects).toEqual([`${root}.edge.event.>`]);
+    }
+    const taskStreams = ['', '_alpha', '_beta'].flatMap((suffix) => [`TETHER_EDGE_TASKS${suffix}`, `TETHER_EDGE_TASKS${suffix}_EVENTS`]);
+    expect([...streams.keys()].sort()).toEqual(['TETHER_LOG', 'TETHER_LOG_alpha', 'TETHER_LOG_beta', ...taskStreams, ...buckets.map((b) => `KV_${b}`)].sort());
   });
 
   it('a session of one namespace is unknown (404) in every other, even with the right principal', async () => {
