@@ -69,8 +69,14 @@ export class TaskTable {
   /** Stores a new task; refuses (never overwrites) an id that exists. Durable (acknowledged by the stream's quorum) when it returns. */
   async create(record: TaskRecord): Promise<StoredTask> {
     const seq = await this.#publish(record, 0, `create-${record.taskId}`);
-    if (seq === undefined) throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'a task with this id exists', {});
-    return { record, seq };
+    if (seq !== undefined) return { record, seq };
+    // The subject has a message. A retried create of the very same record
+    // (its ack was lost) is that message: answered as created. nats-server
+    // 2.9 answers such a retry as a duplicate of the message id; 2.15 checks
+    // the expected last sequence first and refuses it, hence the read.
+    const stored = await this.read(record.taskId);
+    if (stored !== undefined && JSON.stringify(stored.record) === JSON.stringify(record)) return stored;
+    throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'a task with this id exists', {});
   }
 
   /** The task's newest record, or undefined (never created, gone, or unreadable). Expiry is the caller's to judge (`expiresAt`). */
