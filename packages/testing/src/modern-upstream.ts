@@ -44,8 +44,30 @@ function defaultServer(): McpServer {
  * (the handler is fetch-shaped; bodies are read whole, as MCP bodies are
  * single JSON-RPC messages, and answers stream back as they come).
  */
-export async function startModernUpstream(opts: ModernUpstreamOptions = {}): Promise<ModernUpstream> {
-  const handler = createMcpHandler(opts.createServer ?? defaultServer, opts.handler);
+export function startModernUpstream(opts: ModernUpstreamOptions = {}): Promise<ModernUpstream> {
+  return listenFetchHandler(createMcpHandler(opts.createServer ?? defaultServer, opts.handler), { ...(opts.port === undefined ? {} : { port: opts.port }), abortOnClientClose: false });
+}
+
+/** A fetch-shaped MCP handler, as `createMcpHandler` returns it. */
+export interface FetchHandler {
+  fetch(request: Request): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export interface ListenOptions {
+  /** Default 0 (random). */
+  readonly port?: number;
+  /**
+   * Abort the request (its `signal`) when the client closes the connection
+   * before the answer is whole: at 2026-07-28 closing the stream cancels the
+   * request. Off, the handler runs on (and a listen stream lives until
+   * `close()`).
+   */
+  readonly abortOnClientClose: boolean;
+}
+
+/** node:http on 127.0.0.1 in front of a fetch-shaped handler, with the request log and `close()` both test upstreams share. */
+export async function listenFetchHandler(handler: FetchHandler, opts: ListenOptions): Promise<ModernUpstream> {
   const log: Record<string, string>[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((req, res) => {
@@ -53,7 +75,7 @@ export async function startModernUpstream(opts: ModernUpstreamOptions = {}): Pro
     for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers[name] = value;
     log.push(headers);
     if (log.length > REQUEST_LOG_SIZE) log.shift();
-    serve(handler.fetch, req, res).catch(() => res.destroy());
+    serve(handler.fetch, req, res, opts.abortOnClientClose).catch(() => res.destroy());
   });
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -79,18 +101,34 @@ export async function startModernUpstream(opts: ModernUpstreamOptions = {}): Pro
   };
 }
 
-async function serve(fetchHandler: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** node:http to the fetch-shaped handler; with `abortOnClientClose`, the client's disconnect is the request's abort. */
+async function serve(fetchHandler: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse, abortOnClientClose: boolean): Promise<void> {
+  const gone = new AbortController();
+  // 'close' comes after the last byte too; only a close before it is the client leaving.
+  if (abortOnClientClose) {
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort(new Error('the client closed the connection'));
+    });
+  }
   const chunks: Buffer[] = [];
   for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
   const method = req.method ?? 'GET';
-  const request = new Request(`http://${req.headers.host ?? LOOPBACK}${req.url ?? '/'}`, { method, headers, ...(method === 'GET' || method === 'HEAD' ? {} : { body: Buffer.concat(chunks) }) });
+  const body = method === 'GET' || method === 'HEAD' ? {} : { body: Buffer.concat(chunks) };
+  const signal = abortOnClientClose ? { signal: gone.signal } : {};
+  const request = new Request(`http://${req.headers.host ?? LOOPBACK}${req.url ?? '/'}`, { method, headers, ...signal, ...body });
   const response = await fetchHandler(request);
   const out: Record<string, string> = {};
   response.headers.forEach((value, name) => (out[name] = value));
   res.writeHead(response.status, out);
   if (response.body === null) return void res.end();
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) res.write(chunk);
+  const reader = response.body.getReader();
+  gone.signal.addEventListener('abort', () => void reader.cancel().catch(() => undefined), { once: true });
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    res.write(value);
+  }
   res.end();
 }

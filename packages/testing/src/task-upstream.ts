@@ -1,12 +1,10 @@
-import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createMcpHandler, createRequestStateCodec, inputRequired, inputResponse, McpServer, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import type { CallToolResult, InputRequest, InputRequiredResult, InputResponseView, McpRequestContext, RequestStateCodec, ServerContext, ToolExecution } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { listenFetchHandler } from './modern-upstream.js';
 import type { ModernUpstream } from './modern-upstream.js';
-import { LOOPBACK } from './ports.js';
 
 /** Options of {@link startTaskUpstream}. */
 export interface TaskUpstreamOptions {
@@ -55,7 +53,6 @@ export const TaskTools = {
 /** How long the MRTR tools wait before asking: past the gateway's 250 ms, so the question reaches a task. */
 const ASK_AFTER_MS = 600;
 const JOB_MS = 1_000;
-const REQUEST_LOG_SIZE = 1000;
 
 type ToolReturn = CallToolResult | InputRequiredResult;
 type Counter = Map<string, number>;
@@ -224,80 +221,23 @@ function protocolErrorServer(ledger: Ledger): Server {
 /**
  * Starts the SDK v2's `createMcpHandler` on 127.0.0.1 with the
  * {@link TaskTools}: ordinary tools that declare task support, no task code.
- * Unlike {@link startModernUpstream}'s bridge, this one aborts the request
- * (its `signal`) when the client closes the connection before the answer is
- * whole: at 2026-07-28 closing the stream cancels the request, and the tools
- * stop and count it ({@link TaskUpstream.aborts}).
+ * Unlike {@link startModernUpstream}, it aborts the request (its `signal`)
+ * when the client closes the connection before the answer is whole: at
+ * 2026-07-28 closing the stream cancels the request, and the tools stop and
+ * count it ({@link TaskUpstream.aborts}).
  */
 export async function startTaskUpstream(opts: TaskUpstreamOptions = {}): Promise<TaskUpstream> {
   const ledger = new Ledger();
   const state = createRequestStateCodec<AskedState>({ key: randomBytes(32) });
   const factory = (ctx: McpRequestContext) =>
     ctx.era === 'modern' && ctx.requestInfo?.headers.get('mcp-name')?.trim() === TaskTools.ProtocolErrorJob ? protocolErrorServer(ledger) : createTaskServer(ledger, state);
-  const handler = createMcpHandler(factory);
-  const log: Record<string, string>[] = [];
-  const sockets = new Set<Socket>();
-  const server: HttpServer = createServer((req, res) => {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers[name] = value;
-    log.push(headers);
-    if (log.length > REQUEST_LOG_SIZE) log.shift();
-    serve(handler.fetch, req, res).catch(() => res.destroy());
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 0, LOOPBACK, () => resolve());
-  });
-  const port = (server.address() as { port: number }).port;
-  const origin = `http://${LOOPBACK}:${port}`;
+  const base = await listenFetchHandler(createMcpHandler(factory), { ...(opts.port === undefined ? {} : { port: opts.port }), abortOnClientClose: true });
   const count = (counter: Counter) => (tool: string) => counter.get(tool) ?? 0;
-  let closed: Promise<void> | undefined;
   return {
-    url: `${origin}/mcp`,
-    origin,
-    requests: () => log.slice(),
+    ...base,
     calls: count(ledger.started),
     aborts: count(ledger.aborted),
     inFlight: count(ledger.running),
     release: (key, value) => ledger.release(key, value),
-    close: () =>
-      (closed ??= (async () => {
-        await handler.close();
-        for (const s of sockets) s.destroy();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-      })()),
   };
-}
-
-/** node:http to the fetch-shaped handler, with the client's disconnect as the request's abort. */
-async function serve(fetchHandler: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const gone = new AbortController();
-  // 'close' comes after the last byte too; only a close before it is the client leaving.
-  res.once('close', () => {
-    if (!res.writableFinished) gone.abort(new Error('the client closed the connection'));
-  });
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
-  const method = req.method ?? 'GET';
-  const body = method === 'GET' || method === 'HEAD' ? {} : { body: Buffer.concat(chunks) };
-  const request = new Request(`http://${req.headers.host ?? LOOPBACK}${req.url ?? '/'}`, { method, headers, signal: gone.signal, ...body });
-  const response = await fetchHandler(request);
-  const out: Record<string, string> = {};
-  response.headers.forEach((value, name) => (out[name] = value));
-  res.writeHead(response.status, out);
-  if (response.body === null) return void res.end();
-  const reader = response.body.getReader();
-  gone.signal.addEventListener('abort', () => void reader.cancel().catch(() => undefined), { once: true });
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    res.write(value);
-  }
-  res.end();
 }
