@@ -5,7 +5,7 @@
  * Read-only: the stream is never created here, and a stream that does not
  * exist means tasks were never used in the namespace.
  */
-import { EXPIRED_GRACE_MS, isTaskId, jsErrorCode, JsErrCode } from '@tether/session-log';
+import { EXPIRED_GRACE_MS, isSessionLogError, isTaskId, jsErrorCode, JsErrCode, probeWriter, SessionLogErrorCode } from '@tether/session-log';
 import type { TaskRecord } from '@tether/session-log';
 import type { InspectAccess } from './access.js';
 import { InspectError, InspectErrorCode } from './errors.js';
@@ -104,24 +104,15 @@ async function probeRunners(access: InspectAccess, records: readonly TaskRecord[
 
 /**
  * Asks a runner's presence whether it lives, as the gateway's instances do
- * (`probeWriter` of @tether/session-log, which is not exported): an empty
- * request on `<prefix>.writer.<id>`; "no responders" means no process holds
- * it. Throws `unavailable` only when this process has lost NATS itself.
+ * (`probeWriter` of @tether/session-log): "no responders" means no process
+ * holds it. Throws `unavailable` only when this process has lost NATS itself.
  */
 export async function probeRunner(access: InspectAccess, writerId: string, timeoutMs = RUNNER_PROBE_TIMEOUT_MS): Promise<RunnerState> {
   try {
-    await access.nc.request(access.subjects.writer(writerId), '', { timeout: timeoutMs });
-    return 'alive';
+    const state = await probeWriter(access.nc, access.subjects, writerId, timeoutMs);
+    return state === 'gone' || state === 'silent' ? state : 'alive';
   } catch (err) {
-    if (isNoResponders(err)) return 'gone';
-    if (access.nc.isClosed()) throw new InspectError(InspectErrorCode.unavailable, `cannot probe a runner: ${String(err)}`, { cause: err });
-    return 'silent';
+    if (isSessionLogError(err, SessionLogErrorCode.logUnavailable)) throw new InspectError(InspectErrorCode.unavailable, `cannot probe a runner: ${err.message}`, { cause: err });
+    throw err;
   }
-}
-
-function isNoResponders(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth += 1) {
-    if (e.name === 'NoResponders' || /no responders/i.test(e.message)) return true;
-  }
-  return false;
 }

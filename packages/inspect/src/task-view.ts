@@ -5,7 +5,7 @@
  * never spread, so a field added to `TaskRecord` later stays hidden until
  * someone decides it may be shown.
  */
-import { isTaskStatus, isWriterId, principalTag } from '@tether/session-log';
+import { isWriterId, principalTag } from '@tether/session-log';
 import type { TaskRecord } from '@tether/session-log';
 import { TASK_STATUSES } from './task-statuses.js';
 import { principalMatches } from './tag.js';
@@ -26,24 +26,8 @@ export function isTaskStatusName(value: unknown): value is TaskStatusName {
   return typeof value === 'string' && (TASK_STATUSES as readonly string[]).includes(value);
 }
 
-/**
- * A stored record, or undefined for a message that is not one: the checks
- * of the gateway's own decoder (`decodeTask` of @tether/session-log, not
- * exported), so the operator sees exactly the tasks the gateway would read.
- */
-export function decodeTask(data: Uint8Array, taskId: string): TaskRecord | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(new TextDecoder().decode(data));
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const r = value as Partial<TaskRecord>;
-  if (r.v !== 1 || r.taskId !== taskId || typeof r.principal !== 'string' || !isTaskStatus(r.status)) return undefined;
-  if (typeof r.createdAtMs !== 'number' || typeof r.ttlMs !== 'number' || typeof r.params !== 'object' || r.params === null) return undefined;
-  return r as TaskRecord;
-}
+/** A stored record, or undefined for a message that is not one: the gateway's own decoder, so the operator sees exactly the tasks the gateway would read. */
+export { decodeTask } from '@tether/session-log';
 
 /** The writer id to probe for a record's runner, or the state that needs no probe. */
 export function runnerToProbe(record: TaskRecord): string | Exclude<RunnerState, 'alive' | 'gone' | 'silent'> {
