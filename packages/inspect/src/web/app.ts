@@ -7,7 +7,7 @@
  * list is tasks-view.ts; the shared helpers are dom.ts.
  */
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from '../model.js';
-import { age, api, app, bytes, clock, h, PRINCIPAL_FILTER, s } from './dom.js';
+import { age, api, app, bytes, clock, h, principalFilter, s } from './dom.js';
 import type { Child } from './dom.js';
 import { showTasks } from './tasks-view.js';
 
@@ -49,17 +49,7 @@ async function showSessions(verdict: string, principal: string): Promise<void> {
   select.addEventListener('change', () => {
     window.location.hash = listHash({ verdict: select.value, principal });
   });
-  const input = h('input', { id: 'principal-filter', type: 'search', placeholder: 'any principal', maxlength: 43, size: 16, spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter by principal tag' });
-  input.value = principal;
-  const inputError = h('span', { class: 'error', id: 'principal-error' });
-  input.addEventListener('change', () => {
-    const value = input.value.trim();
-    if (value !== '' && !PRINCIPAL_FILTER.test(value)) {
-      // Not echoed: a token pasted here by mistake stays out of the page.
-      inputError.textContent = 'a principal tag or its start: 1 to 43 of A-Z a-z 0-9 _ -';
-      return;
-    }
-    inputError.textContent = '';
+  const { input, error: inputError } = principalFilter({ input: 'principal-filter', error: 'principal-error' }, principal, (value) => {
     window.location.hash = listHash({ verdict, principal: value });
   });
   const rows = sessions.map((x) =>

@@ -63,3 +63,25 @@ export function bytes(n: number): string {
 
 /** What a principal filter takes (the server checks it too): a principal tag or its start, up to a whole digest. */
 export const PRINCIPAL_FILTER = /^[A-Za-z0-9_-]{1,43}$/;
+
+/**
+ * The principal filter of a list view: a search box and its error line.
+ * `apply` gets a valid value (or '' for any); a value that is not a tag is
+ * refused and not echoed, so a token pasted there by mistake stays out of
+ * the page.
+ */
+export function principalFilter(ids: { input: string; error: string }, value: string, apply: (principal: string) => void): { input: HTMLInputElement; error: HTMLSpanElement } {
+  const input = h('input', { id: ids.input, type: 'search', placeholder: 'any principal', maxlength: 43, size: 16, spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter by principal tag' });
+  input.value = value;
+  const error = h('span', { class: 'error', id: ids.error });
+  input.addEventListener('change', () => {
+    const next = input.value.trim();
+    if (next !== '' && !PRINCIPAL_FILTER.test(next)) {
+      error.textContent = 'a principal tag or its start: 1 to 43 of A-Z a-z 0-9 _ -';
+      return;
+    }
+    error.textContent = '';
+    apply(next);
+  });
+  return { input, error };
+}

@@ -5,7 +5,7 @@
  * or by tag, so there is no task page to link to.
  */
 import type { TaskList, TaskStatusName, TaskSummary } from '../task-model.js';
-import { age, api, app, duration, h, PRINCIPAL_FILTER } from './dom.js';
+import { age, api, app, duration, h, principalFilter } from './dom.js';
 
 /** TASK_STATUSES of task-model.ts, which the page cannot import at run time (it loads only its own scripts). */
 const STATUSES: readonly TaskStatusName[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
@@ -73,17 +73,7 @@ export async function showTasks(status: string, principal: string): Promise<void
   select.addEventListener('change', () => {
     window.location.hash = tasksHash({ status: select.value, principal });
   });
-  const input = h('input', { id: 'task-principal-filter', type: 'search', placeholder: 'any principal', maxlength: 43, size: 16, spellcheck: 'false', autocomplete: 'off', 'aria-label': 'filter by principal tag' });
-  input.value = principal;
-  const inputError = h('span', { class: 'error', id: 'task-principal-error' });
-  input.addEventListener('change', () => {
-    const value = input.value.trim();
-    if (value !== '' && !PRINCIPAL_FILTER.test(value)) {
-      // Not echoed: a token pasted here by mistake stays out of the page.
-      inputError.textContent = 'a principal tag or its start: 1 to 43 of A-Z a-z 0-9 _ -';
-      return;
-    }
-    inputError.textContent = '';
+  const { input, error: inputError } = principalFilter({ input: 'task-principal-filter', error: 'task-principal-error' }, principal, (value) => {
     window.location.hash = tasksHash({ status, principal: value });
   });
   const heads = ['Task', 'Status', 'Tool', 'Route', 'Principal', 'Runner', 'Alive', 'Attempts', 'Reruns', 'Rounds', 'Age', 'TTL left', 'Outcome'];
