@@ -22,16 +22,22 @@ const FORWARDED = ['accept', 'content-type', HttpHeader.protocolVersion, 'mcp-me
  */
 const FORWARDED_PREFIX = 'mcp-param-';
 
+/** Copies the request's `Mcp-Param-*` headers (SEP-2243) into `out`, names in lower case. */
+export function copyParamHeaders(req: IncomingMessage, out: Record<string, string>): Record<string, string> {
+  for (const name in req.headers) {
+    const value = req.headers[name];
+    if (name.startsWith(FORWARDED_PREFIX) && typeof value === 'string') out[name] = value;
+  }
+  return out;
+}
+
 export function forwardHeaders(req: IncomingMessage, caller: Caller, upstreamSessionId: string | undefined): Record<string, string> {
   const out: Record<string, string> = { ...caller.upstreamHeaders };
   for (const name of FORWARDED) {
     const value = req.headers[name];
     if (typeof value === 'string') out[name] = value;
   }
-  for (const name in req.headers) {
-    const value = req.headers[name];
-    if (name.startsWith(FORWARDED_PREFIX) && typeof value === 'string') out[name] = value;
-  }
+  copyParamHeaders(req, out);
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') out[HttpHeader.sessionId] = upstreamSessionId;
   return out;
 }

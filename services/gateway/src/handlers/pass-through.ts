@@ -22,11 +22,7 @@ export async function passThrough(ctx: GatewayContext, route: Route, caller: Cal
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(answer.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
-  }
-  res.writeHead(answer.status, headers);
+  res.writeHead(answer.status, endToEndHeaders(answer.headers));
   for await (const chunk of answer.body) {
     // The client went away: leaving the loop closes the body (and its upstream connection).
     if (!res.write(chunk) && !(await drained(res))) return;
@@ -36,6 +32,15 @@ export async function passThrough(ctx: GatewayContext, route: Route, caller: Cal
 
 /** Headers of one connection, not of the answer (Content-Length too: the pass-through streams chunked). */
 const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
+
+/** An upstream answer's headers as the gateway relays them: all but those of its connection. */
+export function endToEndHeaders(upstream: Readonly<Record<string, string | string[] | undefined>>): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(upstream)) {
+    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
+  }
+  return headers;
+}
 
 /** True once `res` can take writes again; false when it closed first (the client is gone). */
 function drained(res: ServerResponse): Promise<boolean> {

@@ -31,16 +31,17 @@ export interface ErrorReply {
 
 /** Sends a JSON-RPC error body. Safe to call twice or after headers went out (it then just ends). */
 export function replyError(res: ServerResponse, reply: ErrorReply): void {
+  sendJson(res, reply.status, { jsonrpc: '2.0', id: null, error: { code: reply.code, message: reply.message, ...(reply.data === undefined ? {} : { data: reply.data }) } }, reply.headers);
+}
+
+/** One JSON-RPC message as a whole JSON answer. Safe to call twice or after headers went out (it then just ends). */
+export function sendJson(res: ServerResponse, status: number, message: unknown, headers: Readonly<Record<string, string>> = {}): void {
   if (res.headersSent) {
     if (!res.writableEnded) res.end();
     return;
   }
-  const body = JSON.stringify({
-    jsonrpc: '2.0',
-    id: null,
-    error: { code: reply.code, message: reply.message, ...(reply.data === undefined ? {} : { data: reply.data }) },
-  });
-  res.writeHead(reply.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...reply.headers });
+  const body = JSON.stringify(message);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
 }
 

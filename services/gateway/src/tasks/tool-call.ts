@@ -7,9 +7,9 @@ import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { passThrough } from '../handlers/pass-through.js';
+import { endToEndHeaders, passThrough } from '../handlers/pass-through.js';
 import { GatewayErrorCode, replyError } from '../http/reply.js';
-import { forwardHeaders } from '../upstream.js';
+import { copyParamHeaders, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { tag } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
@@ -19,7 +19,6 @@ import type { RpcError } from './wire.js';
 
 /** Headers of the first request that the task's later calls repeat (never credentials). */
 const CALL_HEADERS = ['mcp-protocol-version'];
-const PARAM_HEADER_PREFIX = 'mcp-param-';
 const TIMED_OUT = Symbol('timed out');
 
 /**
@@ -98,16 +97,10 @@ function answerWhenDone(res: ServerResponse, id: unknown, outcome: CallOutcome, 
 
 /** The upstream's answer as it came: status, headers (less those of its connection), bytes. */
 function passBack(res: ServerResponse, raw: RawAnswer): void {
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(raw.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
-  }
-  res.writeHead(raw.status, headers);
+  res.writeHead(raw.status, endToEndHeaders(raw.headers));
   for (const chunk of raw.chunks) res.write(chunk);
   res.end();
 }
-
-const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
 
 /** The call as each later upstream call re-sends it: the answers of an input round before the task are not part of it. */
 function withoutRoundFields(params: JsonObject): JsonObject {
@@ -121,9 +114,5 @@ function callHeadersOf(req: IncomingMessage): Record<string, string> {
     const value = header(req, name);
     if (value !== undefined) out[name] = value;
   }
-  for (const name in req.headers) {
-    const value = req.headers[name];
-    if (name.startsWith(PARAM_HEADER_PREFIX) && typeof value === 'string') out[name] = value;
-  }
-  return out;
+  return copyParamHeaders(req, out);
 }
