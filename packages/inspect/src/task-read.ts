@@ -26,7 +26,7 @@ interface StoredRow {
   readonly bytes: number;
 }
 
-const taskSubject = (access: InspectAccess, taskId: string): string => `${access.subjectPrefix}.edge.task.${taskId}`;
+const taskSubject = (access: InspectAccess, taskId: string): string => access.subjects.task(taskId);
 
 const isStreamNotFound = (err: unknown): boolean => jsErrorCode(err) === JsErrCode.streamNotFound || /stream not found/i.test(String(err));
 

@@ -89,6 +89,20 @@ export interface Subjects {
   audit(sessionId: string): string;
   /** `<prefix>.admin.<instance>`: operator requests to one gateway instance (`drain`), from tether-admin. */
   admin(instanceId: string): string;
+  /** `<prefix>.edge.task.>`: what the task stream captures (the gateway's tasks, 2026-07-28). */
+  readonly taskWildcard: string;
+  /** `<prefix>.edge.task.<task>`: one task's record (one message per subject). */
+  task(taskId: string): string;
+  /** `<prefix>.edge.live.>`: where the task stream republishes every stored record. */
+  readonly taskLiveWildcard: string;
+  /** `<prefix>.edge.live.<task>`: one task's stored records, as the server republishes them. */
+  taskLive(taskId: string): string;
+  /** `<prefix>.edge.cancel.<writer>`: cancel requests to the instance running a task. */
+  taskCancel(writerId: string): string;
+  /** `<prefix>.edge.event.>`: what the task events stream captures. */
+  readonly taskEventWildcard: string;
+  /** `<prefix>.edge.event.<task>`: one task's recorded notifications. */
+  taskEvent(taskId: string): string;
 }
 
 export function createSubjects(prefix: string): Subjects {
@@ -103,6 +117,13 @@ export function createSubjects(prefix: string): Subjects {
     auditWildcard: `${prefix}.audit.>`,
     audit: (sessionId) => `${prefix}.audit.${sessionId}`,
     admin: (instanceId) => `${prefix}.admin.${instanceId}`,
+    taskWildcard: `${prefix}.edge.task.>`,
+    task: (taskId) => `${prefix}.edge.task.${taskId}`,
+    taskLiveWildcard: `${prefix}.edge.live.>`,
+    taskLive: (taskId) => `${prefix}.edge.live.${taskId}`,
+    taskCancel: (writerId) => `${prefix}.edge.cancel.${writerId}`,
+    taskEventWildcard: `${prefix}.edge.event.>`,
+    taskEvent: (taskId) => `${prefix}.edge.event.${taskId}`,
   };
 }
 

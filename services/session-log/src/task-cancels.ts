@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { CancelAnswer as ProtoCancelAnswer, cancelAnswerFromSpelling } from '@tether/cursor-proto';
 import type { RequestCancelRequest, RequestCancelResponse, ServeCancelsRequest, ServeCancelsResponse } from '@tether/cursor-proto';
-import { isTaskId, isWriterId } from '@tether/session-log';
+import { createSubjects, isTaskId, isWriterId } from '@tether/session-log';
 import type { CancelAnswer, SessionLog } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
@@ -41,11 +41,6 @@ const WRITER_HELP = '8 to 64 characters of A-Z, a-z, 0-9, _ and -';
 
 type Subscription = ReturnType<SessionLog['connection']['subscribe']>;
 type Msg = Parameters<NonNullable<NonNullable<Parameters<SessionLog['connection']['subscribe']>[1]>['callback']>>[1];
-
-/** The cancel subject of one writer, spelled as `TaskTable` spells it (its `requestCancel` publishes there). */
-export function cancelSubject(subjectPrefix: string, writerId: string): string {
-  return `${subjectPrefix}.edge.cancel.${writerId}`;
-}
 
 /**
  * A caller's writer id as the table sees it: `grpc.<digest of the caller>.<writer>`.
@@ -109,7 +104,7 @@ export function serveCancelsHandler(deps: CancelDeps) {
           return;
         }
         const writer = message.writer;
-        sub = nc.subscribe(cancelSubject(deps.log.config.subjectPrefix, callerWriter(caller, writer)), {
+        sub = nc.subscribe(createSubjects(deps.log.config.subjectPrefix).taskCancel(callerWriter(caller, writer)), {
           callback: (err, msg) => {
             if (err !== null || ended) return;
             const taskId = msg.string();

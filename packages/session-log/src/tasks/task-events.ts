@@ -3,6 +3,8 @@ import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/j
 import { headers } from '@nats-io/transport-node';
 import { jsErrorCode, JsErrCode } from '../errors.js';
 import { unavailable } from '../setup.js';
+import { createSubjects } from '../wire.js';
+import type { Subjects } from '../wire.js';
 import { EXPIRED_GRACE_MS } from './task-table.js';
 import { isTaskId } from './task-ids.js';
 
@@ -42,17 +44,19 @@ export class TaskEvents {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #options: TaskEventsOptions;
+  readonly #subjects: Subjects;
 
   private constructor(js: JetStreamClient, jsm: JetStreamManager, options: TaskEventsOptions) {
     this.#js = js;
     this.#jsm = jsm;
     this.#options = options;
+    this.#subjects = createSubjects(options.subjectPrefix);
   }
 
   static async open(js: JetStreamClient, jsm: JetStreamManager, options: TaskEventsOptions): Promise<TaskEvents> {
     const want: Partial<StreamConfig> & { name: string } = {
       name: options.streamName,
-      subjects: [`${options.subjectPrefix}.edge.event.>`],
+      subjects: [createSubjects(options.subjectPrefix).taskEventWildcard],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       num_replicas: options.replicas,
@@ -128,7 +132,7 @@ export class TaskEvents {
   }
 
   #subject(taskId: string): string {
-    return `${this.#options.subjectPrefix}.edge.event.${taskId}`;
+    return this.#subjects.taskEvent(taskId);
   }
 }
 

@@ -3,6 +3,8 @@ import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/j
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { isCasFailure, isNoResponders, jsErrorCode, JsErrCode, SessionLogError, SessionLogErrorCode } from '../errors.js';
 import { unavailable } from '../setup.js';
+import { createSubjects } from '../wire.js';
+import type { Subjects } from '../wire.js';
 import { isTaskId } from './task-ids.js';
 import { decodeTask, encodeTask, expiresAt } from './task-record.js';
 import type { TaskRecord } from './task-record.js';
@@ -48,12 +50,14 @@ export class TaskTable {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #options: TaskTableOptions;
+  readonly #subjects: Subjects;
 
   private constructor(nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, options: TaskTableOptions) {
     this.#nc = nc;
     this.#js = js;
     this.#jsm = jsm;
     this.#options = options;
+    this.#subjects = createSubjects(options.subjectPrefix);
   }
 
   /** Creates the stream or verifies that an existing one matches. */
@@ -130,7 +134,7 @@ export class TaskTable {
    */
   watch(taskId: string, listener: (stored: StoredTask) => void): () => void {
     if (!isTaskId(taskId)) return () => undefined;
-    const sub: Subscription = this.#nc.subscribe(`${this.#options.subjectPrefix}.edge.live.${taskId}`, {
+    const sub: Subscription = this.#nc.subscribe(this.#subjects.taskLive(taskId), {
       callback: (err, msg) => {
         if (err !== null) return;
         const record = decodeTask(msg.data, taskId);
@@ -173,7 +177,7 @@ export class TaskTable {
   }
 
   #cancelSubject(writerId: string): string {
-    return `${this.#options.subjectPrefix}.edge.cancel.${writerId}`;
+    return this.#subjects.taskCancel(writerId);
   }
 
   /** Publishes with the subject's last sequence expected; undefined when another write won. */
@@ -199,7 +203,7 @@ export class TaskTable {
   }
 
   #subject(taskId: string): string {
-    return `${this.#options.subjectPrefix}.edge.task.${taskId}`;
+    return this.#subjects.task(taskId);
   }
 }
 
@@ -216,10 +220,10 @@ function isMaxPayload(err: unknown): boolean {
 type WantedStream = Partial<StreamConfig> & { name: string };
 
 export function desiredTaskStream(options: TaskTableOptions): WantedStream {
-  const prefix = options.subjectPrefix;
+  const subjects = createSubjects(options.subjectPrefix);
   return {
     name: options.streamName,
-    subjects: [`${prefix}.edge.task.>`],
+    subjects: [subjects.taskWildcard],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     num_replicas: options.replicas,
@@ -229,7 +233,7 @@ export function desiredTaskStream(options: TaskTableOptions): WantedStream {
     duplicate_window: 120_000 * NANOS_PER_MS,
     // Reads right after a write on another instance: the leader answers.
     allow_direct: false,
-    republish: { src: `${prefix}.edge.task.>`, dest: `${prefix}.edge.live.>` },
+    republish: { src: subjects.taskWildcard, dest: subjects.taskLiveWildcard },
     ...(options.perMessageTtl ? { allow_msg_ttl: true } : {}),
   };
 }
