@@ -159,6 +159,8 @@ describe('NATS server event bus', () => {
     own.publish({ kind: 'prompts_list_changed' });
     await waitFor('the event', () => seen.length === 1);
     await own.close();
+    // The server drops a closed connection's subscriptions when it sees the socket go: asked until then.
+    await waitFor('the server to drop the closed connection', async () => (await serverSubscriptions(own.subject)) === 1);
     expect(await serverSubscriptions(own.subject)).toBe(1);
   });
 
