@@ -21,10 +21,14 @@ import type { TaskCall, TaskReport } from './task-checker.js';
 import { follow, newCall, startCall, TaskClient } from './task-client.js';
 import type { TaskContext } from './task-client.js';
 import { openTaskRecords } from './task-records.js';
+import { sleep } from './util.js';
 import type { TaskRecords } from './task-records.js';
 import type { ChaosStack } from './stack.js';
 import type { Rng } from '../shared/random.js';
 
+/** Tries to make a victim a task before the kill goes to its planned gateway, and the pause between them. */
+const VICTIM_ATTEMPTS = 5;
+const VICTIM_RETRY_MS = 500;
 /** How long an idempotent victim runs: long enough to be killed mid-call after its runner is read. */
 const VICTIM_JOB_MS = 3_000;
 /** What a runner kill may spend before the fault goes ahead without it. */
@@ -99,13 +103,21 @@ export class TaskPart {
     this.#victims += 1;
     const n = this.#victims;
     const hold = n % 2 === 1;
-    const key = `victim-${n}-${randomBytes(4).toString('hex')}`;
-    const call = hold
-      ? newCall('runner-kill', n, 'hold', { exact: `released ${key}`, asks: false, idempotent: false }, true)
-      : newCall('runner-kill', n, 'idempotent_job', { pattern: /^done \d+$/, asks: false, idempotent: true }, true);
-    this.#calls.push(call);
-    await startCall(ctx.baseUrl, call, hold ? { key } : { ms: VICTIM_JOB_MS }, VICTIM_CALL_TIMEOUT_MS);
-    if (call.call !== 'task') return undefined;
+    // A victim refused before it is a task (a 503 while a NATS node's leader
+    // election runs) is asked again, so a kill still finds a runner to aim at.
+    let key = '';
+    let call: TaskCall | undefined;
+    for (let attempt = 0; attempt < VICTIM_ATTEMPTS && Date.now() < ctx.stopAt; attempt += 1) {
+      if (attempt > 0) await sleep(VICTIM_RETRY_MS);
+      key = `victim-${n}-${randomBytes(4).toString('hex')}`;
+      call = hold
+        ? newCall('runner-kill', n, 'hold', { exact: `released ${key}`, asks: false, idempotent: false }, true)
+        : newCall('runner-kill', n, 'idempotent_job', { pattern: /^done \d+$/, asks: false, idempotent: true }, true);
+      this.#calls.push(call);
+      await startCall(ctx.baseUrl, call, hold ? { key } : { ms: VICTIM_JOB_MS }, VICTIM_CALL_TIMEOUT_MS);
+      if (call.call === 'task') break;
+    }
+    if (call === undefined || call.call !== 'task') return undefined;
     const record = await records.readWithin(call.taskId!, VICTIM_RECORD_BUDGET_MS);
     const instance = typeof record === 'object' ? record.runnerInstance : undefined;
     const slot = instance === undefined ? undefined : stack.gateways.find((g) => g.process !== undefined && `${g.name}.${g.generation - 1}` === instance);
