@@ -4,7 +4,7 @@ import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { createSubjects, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from '@tether/session-log';
+import { assertSupportedServer, createSubjects, isSessionLogError, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from '@tether/session-log';
 import type { Subjects } from '@tether/session-log';
 import { InspectError, InspectErrorCode } from './errors.js';
 
@@ -65,6 +65,11 @@ export async function openInspectAccess(options: InspectAccessOptions = {}): Pro
   }
   const conn = nc;
   try {
+    try {
+      assertSupportedServer(conn.info?.version, `the NATS server at ${conn.getServer()}`);
+    } catch (err) {
+      throw new InspectError(InspectErrorCode.unavailable, isSessionLogError(err) ? err.message : String(err), { cause: err });
+    }
     const jsm = await jetstreamManager(conn, { timeout: timeoutMs });
     const streamName = options.streamName ?? names.streamName;
     const sessionsBucket = options.sessionsBucket ?? names.sessionsBucket;

@@ -64,9 +64,9 @@ interface Facts {
  * is only ever taken from the stream leader: a follower that lags an
  * acknowledged append would turn a good cursor into a false `ahead`. What a
  * read *finds* is exact wherever it came from (a replica holds a prefix of
- * the log). On servers with batch direct get, one round trip carries the
- * session record, the cursor's event with the events after it (the reader's
- * first batch) and the stream's last event; older servers take two.
+ * the log). One round trip carries the session record, the cursor's event
+ * with the events after it (the reader's first batch) and the stream's last
+ * event.
  */
 export async function classifyResume(
   ctx: LogContext,
@@ -81,20 +81,16 @@ export async function classifyResume(
   // The subject comes from the session header and the cursor's stream id;
   // the cursor's position is only ever compared, never used to pick a subject.
   const subject = ctx.subjects.log(sessionId, cursor.stream);
-  const direct = ctx.paths().classify === 'direct-batch';
-  // On the direct path the log is read beside the registry; nothing read is
-  // used, or leaves this function, before the session and principal check.
-  const [session, facts] = await Promise.all([
-    registry.get(sessionId),
-    direct ? directFacts(ctx, subject, cursor.pos) : undefined,
-  ]);
+  // The log is read beside the registry; nothing read is used, or leaves
+  // this function, before the session and principal check.
+  const [session, facts] = await Promise.all([registry.get(sessionId), directFacts(ctx, subject, cursor.pos)]);
   if (session === undefined || session.state !== 'active' || !samePrincipal(session.principal, principal)) {
     return { verdict: ResumeVerdict.unknownSession, reason: 'the session is unknown, closed, or not yours', sessionId, cursor };
   }
   if (cursor.epoch !== session.epoch) {
     return { verdict: ResumeVerdict.epochMismatch, reason: 'the cursor belongs to another incarnation of this session', sessionId, cursor };
   }
-  return decide(ctx, session, cursor, subject, facts ?? (await leaderFacts(ctx, subject, cursor.pos)));
+  return decide(ctx, session, cursor, subject, facts);
 }
 
 /** The verdict from the facts: the same rules on every server and read path. */
@@ -156,14 +152,8 @@ async function decide(ctx: LogContext, session: SessionRecord, cursor: EventId, 
   return refuse(ResumeVerdict.diverged, 'the event after the cursor does not chain to it', nextInfo);
 }
 
-/** 2.9/2.10: three leader gets in one round trip. */
-async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
-  const [at, last, next] = await Promise.all([get(ctx, { seq: pos }), get(ctx, { last_by_subj: subject }), get(ctx, { seq: pos + 1, next_by_subj: subject })]);
-  return { at, last, next };
-}
-
 /**
- * 2.11+: one batch direct get from the cursor's position (its event and the
+ * One batch direct get from the cursor's position (its event and the
  * reader's first batch) beside the stream's last event. Only what is missing
  * from the batch is asked of the leader: the message at the cursor's
  * position when it is not this stream's (evicted, or another stream's: the
@@ -173,7 +163,7 @@ async function leaderFacts(ctx: LogContext, subject: string, pos: number): Promi
 async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
   const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch, 0) + 1), lastOf(ctx, subject)]);
   if (batch === undefined) {
-    // The replica ignored `batch` (an older node in a mixed cluster): the leader's gets, the head already read.
+    // The replica ignored `batch` (a node older than 2.11 in a cluster being upgraded): the leader's gets, the head already read.
     const [at, next] = await Promise.all([get(ctx, { seq: pos }), get(ctx, { seq: pos + 1, next_by_subj: subject })]);
     return { at, last, next };
   }
@@ -206,8 +196,8 @@ type GetQuery = { seq: number } | { last_by_subj: string } | { seq: number; next
 
 async function get(ctx: LogContext, query: GetQuery): Promise<Held | null> {
   try {
-    // `next_by_subj` is accepted by the leader's STREAM.MSG.GET on 2.9 too;
-    // the client's type only lists it for direct gets.
+    // `next_by_subj` is accepted by the leader's STREAM.MSG.GET; the
+    // client's type only lists it for direct gets.
     return fromStored(await ctx.jsm.streams.getMessage(ctx.config.streamName, query as { seq: number }));
   } catch (err) {
     throw unavailable(err);

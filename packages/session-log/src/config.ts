@@ -41,11 +41,10 @@ export interface SessionLogOptions {
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
   /**
-   * Events fetched from the log per consumer fetch when replaying (2.9/2.10),
-   * and in the first batch direct get of a pass (2.11+; a resume reads it
+   * Events in the first batch direct get of a replay pass (a resume reads it
    * with its classification), each later one twice as many up to four
-   * times, at most 256 KiB. Either way the next batch is read only when the
-   * reader has taken the last one. Default 64.
+   * times, at most 256 KiB. The next batch is read only when the reader has
+   * taken the last one. Default 64.
    */
   readonly readBatch?: number;
   /** Live (core NATS) messages a reader holds before it falls back to the log. Default 256. */

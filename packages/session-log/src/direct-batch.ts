@@ -50,9 +50,9 @@ const STATUS_NOT_FOUND = 404;
  * may end before the leader's head; callers check that against what they
  * know the log holds.
  *
- * Returns `undefined` when the answering server ignored `batch` (a 2.9/2.10
- * replica in a mixed cluster answers one message without `Nats-Num-Pending`):
- * the caller falls back to its consumer path.
+ * Returns `undefined` when the answering server ignored `batch` (a replica
+ * older than 2.11 in a cluster being upgraded answers one message without
+ * `Nats-Num-Pending`): the caller asks the leader instead.
  *
  * @throws SessionLogError `log_unavailable` on a timeout or an error status
  */

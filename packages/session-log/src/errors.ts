@@ -7,6 +7,8 @@ export const SessionLogErrorCode = {
   invalidConfig: 'invalid_config',
   /** An existing stream or bucket disagrees with the configuration. Never changed silently. */
   incompatibleLog: 'incompatible_log',
+  /** The nats-server is older than the log supports (2.11). */
+  unsupportedServer: 'unsupported_server',
   /** A caller passed a malformed session id, stream id, kind or payload. */
   invalidArgument: 'invalid_argument',
   /** The session is not in the registry (or belongs to another principal: same code on purpose). */

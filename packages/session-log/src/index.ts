@@ -19,8 +19,8 @@ export { identityPrincipal, principalDigest, principalTag, samePrincipal } from 
 export { resolveConfig } from './config.js';
 export type { SessionLogConfig, SessionLogOptions } from './config.js';
 export { desiredStreamConfig } from './setup.js';
-export { logPaths, serverFeatures } from './server-features.js';
-export type { LogPaths, ServerFeatures, ServerReport } from './server-features.js';
+export { assertSupportedServer, isSupportedServer, MIN_SERVER_VERSION, serverFeatures } from './server-features.js';
+export type { ServerFeatures, ServerReport } from './server-features.js';
 export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { AuditKind, decodeAuditEvent, encodeAuditEvent } from './audit.js';
 export type { AuditEvent, AuditRecord } from './audit.js';

@@ -116,10 +116,10 @@ export async function* follow(
         if (tail.closed) throw fail(SessionLogErrorCode.sessionClosed, 'the session was closed', event);
       }
       if (last.pos < mustReach) {
-        // The pass ended before an event the server already republished. On
-        // a replica that lags (2.9 places a replay consumer on any replica;
-        // the fencing test saw it) that is stale, not evicted: ask again a
-        // few times before calling it truncated.
+        // The pass ended before an event the server already republished. A
+        // leader that has just taken over may answer before it applied that
+        // event: that is stale, not evicted. Ask again a few times before
+        // calling it truncated.
         if (shortPasses < SHORT_PASS_RETRIES) {
           shortPasses += 1;
           await delay(SHORT_PASS_WAIT_MS * shortPasses);

@@ -25,7 +25,7 @@ import { SessionRegistry } from './registry.js';
 import type { SessionRecord } from './registry.js';
 import { holdPresence, probeWriter } from './presence.js';
 import type { WriterState, WritesStream } from './presence.js';
-import { createServerReporter } from './server-features.js';
+import { assertSupportedServer, createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
 import { TaskTable } from './tasks/task-table.js';
@@ -115,12 +115,13 @@ export class SessionLog {
       }
     }
     try {
+      assertSupportedServer(nc.info?.version, `the NATS server at ${nc.getServer()}`);
       const jsm = await jetstreamManager(nc, { timeout: config.requestTimeoutMs });
       const js = jetstream(nc, { timeout: config.requestTimeoutMs });
       const subjects = createSubjects(config.subjectPrefix);
       const capped = capPayload(config, nc);
       const handles = await ensureLog(nc, jsm, capped);
-      const server = createServerReporter(nc, handles.allowDirect);
+      const server = createServerReporter(() => nc.info?.version);
       const ctx: LogContext = {
         nc,
         js,
@@ -128,7 +129,6 @@ export class SessionLog {
         config: capped,
         subjects,
         control: new ControlFanout(nc, subjects),
-        paths: () => server().paths,
       };
       return new SessionLog(ctx, handles, server, options);
     } catch (err) {
@@ -137,11 +137,7 @@ export class SessionLog {
     }
   }
 
-  /**
-   * The nats-server this log talks to now (its version from INFO), what it
-   * can do, and the read paths the log takes on it: `direct-batch` on 2.11+,
-   * `consumer` / `msg-get` on older servers. For startup logs and `/readyz`.
-   */
+  /** The nats-server this log talks to now (its version from INFO) and what it can do. For startup logs and `/readyz`. */
   get server(): ServerReport {
     return this.#server();
   }
@@ -163,7 +159,6 @@ export class SessionLog {
       subjectPrefix: ctx.config.subjectPrefix,
       replicas: ctx.config.replicas,
       maxTtlMs,
-      perMessageTtl: this.server.features.perMessageTtl,
       requestTimeoutMs: ctx.config.requestTimeoutMs,
     });
   }

@@ -10,8 +10,6 @@ import { createSubjects } from './wire.js';
 const NANOS_PER_MS = 1_000_000;
 
 export interface LogHandles {
-  /** The log stream answers direct gets (it was created with, or later given, `allow_direct`). */
-  readonly allowDirect: boolean;
   readonly sessions: KV;
   readonly leases: KV;
   readonly principals: KV;
@@ -40,8 +38,8 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
     max_bytes: config.maxBytes,
     discard: DiscardPolicy.Old,
     duplicate_window: config.duplicateWindowMs * NANOS_PER_MS,
-    // Replays read batches with direct gets on 2.11+ (any replica answers;
-    // what is absent is still asked of the leader, see classify.ts).
+    // Replays read batches with direct gets (any replica answers; what is
+    // absent is still asked of the leader, see classify.ts).
     allow_direct: true,
     // The server republishes every *stored* event to `<prefix>.live.…` with
     // its stream sequence. Live readers listen there, never on the log subject
@@ -59,7 +57,7 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
  */
 export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, config: SessionLogConfig): Promise<LogHandles> {
   const want = desiredStreamConfig(config);
-  const allowDirect = await ensureStream(jsm, want);
+  await ensureStream(jsm, want);
   const kvm = new Kvm(nc);
   // Buckets are read through the stream leader (allow_direct: false): right
   // after an initialize on instance A, instance B must see the session.
@@ -68,11 +66,11 @@ export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, confi
   // leases nobody released (a writer that died and was never replaced).
   const leases = await ensureBucket(jsm, kvm, config.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas);
   const principals = await ensureBucket(jsm, kvm, config.principalsBucket, Math.max(PRINCIPAL_ENTRY_MIN_MS, 2 * config.sessionIdleMs), config.replicas);
-  return { allowDirect, sessions, leases, principals };
+  return { sessions, leases, principals };
 }
 
-/** Returns whether the stream allows direct gets (a stream made by hand may not: the log then reads through consumers). */
-async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<boolean> {
+/** Creates the stream, or checks that the existing one is what the log needs. */
+async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> & { name: string }): Promise<void> {
   let existing: StreamConfig;
   try {
     existing = (await jsm.streams.info(want.name)).config;
@@ -80,7 +78,7 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
     if (jsErrorCode(err) !== JsErrCode.streamNotFound && !/stream not found/i.test(String(err))) throw unavailable(err);
     try {
       await jsm.streams.add(want);
-      return want.allow_direct === true;
+      return;
     } catch (addErr) {
       // Another instance may have created it first; fall through to verify.
       existing = (await jsm.streams.info(want.name).catch(() => { throw unavailable(addErr); })).config;
@@ -92,7 +90,8 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
   for (const subject of want.subjects ?? []) {
     if (!subjects.includes(subject)) diffs.push(`subjects lacks ${subject} (has ${JSON.stringify(subjects)})`);
   }
-  for (const key of ['retention', 'storage', 'num_replicas', 'max_age', 'max_msgs_per_subject', 'max_bytes', 'discard', 'duplicate_window'] as const) {
+  // allow_direct: replays read only through direct gets (a stream made by hand without it is refused, not changed).
+  for (const key of ['retention', 'storage', 'num_replicas', 'max_age', 'max_msgs_per_subject', 'max_bytes', 'discard', 'duplicate_window', 'allow_direct'] as const) {
     if (existing[key] !== want[key]) diffs.push(`${key} is ${String(existing[key])}, config wants ${String(want[key])}`);
   }
   const republish = existing.republish;
@@ -100,7 +99,6 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
     diffs.push(`republish is ${JSON.stringify(republish ?? null)}, config wants ${JSON.stringify(want.republish)}`);
   }
   if (diffs.length > 0) throw incompatible(`stream ${want.name}`, diffs);
-  return existing.allow_direct === true;
 }
 
 /**

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { logPaths, resolveConfig, serverFeatures } from '@tether/session-log';
+import { resolveConfig } from '@tether/session-log';
 import type { SessionLog } from '@tether/session-log';
 import { ControlFanout } from '../src/control-fanout.js';
 import type { LogContext } from '../src/context.js';
@@ -11,31 +11,32 @@ import { createSubjects } from '../src/wire.js';
 import { ALICE, bytes, drainResume, isolatedNames, startLogFixture, text } from './fixtures.js';
 import type { LogFixture } from './fixtures.js';
 
-// Which path a log takes is decided by the server's version; this file runs
-// on whichever server the suite runs on (npm test: the current one, then the
-// 2.9 floor) and checks the path that server must get, by counting the
+// How the log reads: batch direct gets, no consumer ever, and the leader
+// only for what a replica's answer leaves out. Checked by counting the
 // JetStream API requests the reads make.
 let fx: LogFixture;
 let log: SessionLog;
 let spy: NatsConnection;
-const direct = () => serverFeatures(fx.server.version).batchDirectGet;
 
 beforeAll(async () => {
   fx = await startLogFixture();
   log = await fx.open({ readBatch: 16 });
   spy = await fx.raw();
-  if (!direct()) console.warn(`[read-path] nats-server ${fx.server.version} has no batch direct get (2.11+): checking the consumer path only`);
 });
 afterAll(async () => {
   await fx.teardown();
 });
 
-/** Counts requests per JetStream API verb (`CONSUMER.CREATE`, `DIRECT.GET`, `STREAM.MSG.GET`) while `run` runs. */
+/** Counts requests about the log stream per JetStream API verb (`CONSUMER.CREATE`, `DIRECT.GET`, `STREAM.MSG.GET`) while `run` runs. */
 async function countApi<T>(run: () => Promise<T>): Promise<{ result: T; calls: Record<string, number> }> {
   const calls: Record<string, number> = {};
   const sub: Subscription = spy.subscribe('$JS.API.>', {
     callback: (_err, msg) => {
-      const verb = msg.subject.split('.').slice(2, 4).join('.');
+      // `$JS.API.<verb…>.<stream>[.…]`: only requests about the log stream count (not the registry's bucket).
+      const tokens = msg.subject.split('.');
+      const at = tokens.indexOf(log.config.streamName);
+      if (at < 0) return;
+      const verb = tokens.slice(2, at).join('.');
       calls[verb] = (calls[verb] ?? 0) + 1;
     },
   });
@@ -58,29 +59,22 @@ async function seeded(count: number, end = true) {
   return { session, stream, ids };
 }
 
-describe('read paths follow the server version', () => {
-  it('the log reports the server version from INFO and the paths that version gets', () => {
+describe('read paths', () => {
+  it('the log reports the server version from INFO', () => {
     expect(log.server.version).toBe(fx.server.version);
-    expect(log.server.paths).toEqual(logPaths(serverFeatures(fx.server.version), true));
-    expect(log.server.paths.replay).toBe(direct() ? 'direct-batch' : 'consumer');
   });
 
-  it('a resume with a 100-event backlog: batch direct gets and no consumer on 2.11+, a consumer on older servers', async () => {
+  it('a resume with a 100-event backlog: batch direct gets, no consumer, no leader get', async () => {
     const { session, ids } = await seeded(100);
     const { result: events, calls } = await countApi(async () => drainResume(await log.resume(session.sessionId, ids[0]!, ALICE)));
     expect(events.map((e) => e.id)).toEqual(ids.slice(1));
     expect(events.slice(0, 3).map((e) => text(e.payload))).toEqual(['e2', 'e3', 'e4']);
-    if (direct()) {
-      // 100 events after the cursor, batches growing from readBatch (16):
-      // the classification's (cursor + 16) and the head, then 32, then 64
-      // asked (52 left), whose end of batch says nothing more.
-      expect(calls['CONSUMER.CREATE'] ?? 0).toBe(0);
-      expect(calls['STREAM.MSG.GET'] ?? 0).toBe(0);
-      expect(calls['DIRECT.GET']).toBe(2 + 2);
-    } else {
-      expect(calls['CONSUMER.CREATE']).toBe(1);
-      expect(calls['DIRECT.GET'] ?? 0).toBe(0);
-    }
+    // 100 events after the cursor, batches growing from readBatch (16):
+    // the classification's (cursor + 16) and the head, then 32, then 64
+    // asked (52 left), whose end of batch says nothing more.
+    expect(calls['CONSUMER.CREATE'] ?? 0).toBe(0);
+    expect(calls['STREAM.MSG.GET'] ?? 0).toBe(0);
+    expect(calls['DIRECT.GET']).toBe(2 + 2);
   });
 
   it('a resume at the head of an open stream reads nothing more and follows live', async () => {
@@ -94,15 +88,13 @@ describe('read paths follow the server version', () => {
     await reader.return(undefined);
   });
 
-  it('a pass whose direct reads stop short of a position the log is known to hold asks the leader (a consumer) for the rest', async (ctx) => {
-    if (!direct()) return ctx.skip(`nats-server ${fx.server.version} has no batch direct get (2.11+)`);
+  it('a pass whose direct reads stop short of a position the log is known to hold asks the leader for the rest, one get per event', async () => {
     const { session, stream, ids } = await seeded(5, false);
     const names = isolatedNames();
     const config = resolveConfig({ ...names, streamName: log.config.streamName, subjectPrefix: log.config.subjectPrefix, readBatch: 16 });
     const nc = await connect({ servers: fx.server.url });
     try {
       const subjects = createSubjects(config.subjectPrefix);
-      const features = serverFeatures(nc.info?.version);
       const rctx: LogContext = {
         nc,
         js: jetstream(nc),
@@ -110,7 +102,6 @@ describe('read paths follow the server version', () => {
         config,
         subjects,
         control: new ControlFanout(nc, subjects),
-        paths: () => logPaths(features, true),
       };
       const subject = subjects.log(session.sessionId, stream);
       const read = async (reach: number) => {
@@ -121,12 +112,18 @@ describe('read paths follow the server version', () => {
       const positions = ids.map((id) => Number(id.split('-')[3]));
       const reached = await countApi(() => read(positions.at(-1)!));
       expect(reached.result).toEqual(positions);
-      expect(reached.calls['CONSUMER.CREATE'] ?? 0).toBe(0);
+      expect(reached.calls['STREAM.MSG.GET'] ?? 0).toBe(0);
       // A position beyond what the replica answered (as a lagging follower would
-      // leave it): the pass falls back to the leader, which decides.
+      // leave it): the pass asks the leader from its last event on, which
+      // decides: one get, answered "no message" (nothing more is stored).
       const short = await countApi(() => read(positions.at(-1)! + 1_000));
       expect(short.result).toEqual(positions);
-      expect(short.calls['CONSUMER.CREATE']).toBe(1);
+      expect(short.calls['STREAM.MSG.GET']).toBe(1);
+      expect(short.calls['CONSUMER.CREATE'] ?? 0).toBe(0);
+      // The leader fills in what a short replica answer left out, in order.
+      const fromLeader: number[] = [];
+      for await (const msg of replay(rctx, subject, 0, { reach: positions.at(-1)!, first: { messages: [], pending: 0 } })) fromLeader.push(msg.seq);
+      expect(fromLeader).toEqual(positions);
     } finally {
       await nc.close();
     }

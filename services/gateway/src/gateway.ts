@@ -268,6 +268,6 @@ async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, 
 function readyText(state: string, log: LogPort): string {
   const lines = [state, `log: ${log.describe}`];
   const server = log.server();
-  if (server !== undefined) lines.push(`nats-server: ${server.version}`, `replay: ${server.paths.replay}`, `classify: ${server.paths.classify}`);
+  if (server !== undefined) lines.push(`nats-server: ${server.version}`);
   return `${lines.join('\n')}\n`;
 }

@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   const port = await gateway.listen();
   const server = log.server();
-  const nats = server === undefined ? {} : { natsServer: server.version, paths: server.paths };
+  const nats = server === undefined ? {} : { natsServer: server.version };
   logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, ...nats, routes: config.routes.map((r) => r.path) }, 'listening');
 }
 

@@ -74,6 +74,7 @@ export const GRPC_STATUS_OF_CODE: Readonly<Record<string, status>> = {
   task_conflict: status.ABORTED,
   invalid_config: status.INTERNAL,
   incompatible_log: status.INTERNAL,
+  unsupported_server: status.INTERNAL,
   internal: status.INTERNAL,
 };
 

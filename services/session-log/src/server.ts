@@ -133,8 +133,8 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     await log.close();
     throw err;
   }
-  const { version: natsServer, paths } = log.server;
-  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, operatorTokens: operatorTokens.length, natsServer, paths }, 'listening');
+  const { version: natsServer } = log.server;
+  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, operatorTokens: operatorTokens.length, natsServer }, 'listening');
 
   let closing: Promise<void> | undefined;
   return {

@@ -10,6 +10,7 @@ describe('status mapping (the table in cursor.proto)', () => {
     const expected: Record<string, number> = {
       invalid_config: status.INTERNAL,
       incompatible_log: status.INTERNAL,
+      unsupported_server: status.INTERNAL,
       invalid_argument: status.INVALID_ARGUMENT,
       session_not_found: status.NOT_FOUND,
       session_closed: status.NOT_FOUND,

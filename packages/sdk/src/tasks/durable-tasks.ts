@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { serverFeatures } from '@tether/session-log';
+import { assertSupportedServer, serverFeatures } from '@tether/session-log';
 import { resolveTasksConfig } from './config.js';
 import type { DurableTasksOptions } from './config.js';
 import type { TaskFaults, TasksContext } from './context.js';
@@ -62,8 +62,8 @@ export async function createDurableTasks(options: CreateDurableTasksOptions): Pr
     throw unavailable(err, 'JetStream');
   }
   const js = jetstream(nc, { timeout: config.requestTimeoutMs });
-  const features = serverFeatures(nc.info?.version);
-  const ttlPath = await ensureTaskStreams(jsm, config, features.perMessageTtl);
+  assertSupportedServer(nc.info?.version, `the NATS server at ${nc.getServer()}`);
+  const ttlPath = await ensureTaskStreams(jsm, config);
   const maxPayload = nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   const maxResultBytes = Math.min(config.maxResultBytes, maxPayload - RECORD_OVERHEAD_BYTES);
   if (maxResultBytes < 1) {
@@ -85,7 +85,7 @@ export async function createDurableTasks(options: CreateDurableTasksOptions): Pr
       const key = principalKey(principal);
       return { taskStore: new JetStreamTaskStore(ctx, key), taskMessageQueue: new JetStreamTaskMessageQueue(ctx, key) };
     },
-    server: { version: features.version, ttlPath },
+    server: { version: serverFeatures(nc.info?.version).version, ttlPath },
     maxResultBytes,
   };
 }

@@ -19,12 +19,10 @@ type WantedStream = Partial<StreamConfig> & { name: string };
  *
  * `max_age` is the backstop on every server: the longest a message may live
  * is the TTL cap (records; a record's expiry is at most `maxTtlMs` after its
- * last write) or twice it (messages, see message-queue.ts). With
- * `perMessageTtl` (2.11+) each message also carries `Nats-TTL` and the
- * server removes it when its task expires; 2.9/2.10 silently ignore
- * `allow_msg_ttl`, so it is only asked of a server that knows it.
+ * last write) or twice it (messages, see message-queue.ts). Each message
+ * also carries `Nats-TTL`, and the server removes it when its task expires.
  */
-export function desiredTaskStreams(config: DurableTasksConfig, perMessageTtl: boolean): { records: WantedStream; messages: WantedStream } {
+export function desiredTaskStreams(config: DurableTasksConfig): { records: WantedStream; messages: WantedStream } {
   const subjects = createTaskSubjects(config.subjectPrefix);
   const common = {
     retention: RetentionPolicy.Limits,
@@ -35,7 +33,7 @@ export function desiredTaskStreams(config: DurableTasksConfig, perMessageTtl: bo
     // A task created on instance A is read by instance B right after: reads
     // go to the leader (no direct gets), as the session registry's do.
     allow_direct: false,
-    ...(perMessageTtl ? { allow_msg_ttl: true } : {}),
+    allow_msg_ttl: true,
   };
   return {
     records: { ...common, name: config.tasksStream, subjects: [subjects.recordWildcard], max_msgs_per_subject: 1, max_age: config.maxTtlMs * NANOS_PER_MS },
@@ -45,13 +43,13 @@ export function desiredTaskStreams(config: DurableTasksConfig, perMessageTtl: bo
 
 /**
  * Creates both streams or verifies that existing ones match. Returns how
- * expiry runs: a stream created before the server was upgraded to 2.11 has
- * no `allow_msg_ttl` and keeps the fallback until an operator enables it.
+ * expiry runs: a stream created on a server older than 2.11 has no
+ * `allow_msg_ttl` and keeps the fallback until an operator enables it.
  */
-export async function ensureTaskStreams(jsm: JetStreamManager, config: DurableTasksConfig, serverHasMessageTtl: boolean): Promise<TtlPath> {
-  const want = desiredTaskStreams(config, serverHasMessageTtl);
+export async function ensureTaskStreams(jsm: JetStreamManager, config: DurableTasksConfig): Promise<TtlPath> {
+  const want = desiredTaskStreams(config);
   const [records, messages] = [await ensureStream(jsm, want.records), await ensureStream(jsm, want.messages)];
-  return records.allow_msg_ttl === true && messages.allow_msg_ttl === true && serverHasMessageTtl ? 'per-message-ttl' : 'max-age-and-read-check';
+  return records.allow_msg_ttl === true && messages.allow_msg_ttl === true ? 'per-message-ttl' : 'max-age-and-read-check';
 }
 
 async function ensureStream(jsm: JetStreamManager, want: WantedStream): Promise<StreamConfig> {

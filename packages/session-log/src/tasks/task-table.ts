@@ -22,8 +22,6 @@ export interface TaskTableOptions {
   readonly replicas: number;
   /** The longest TTL a task may have; the stream's `max_age` is this plus the expired grace. */
   readonly maxTtlMs: number;
-  /** The server has per-message TTL (2.11+): each record also carries `Nats-TTL`. */
-  readonly perMessageTtl: boolean;
   readonly requestTimeoutMs: number;
 }
 
@@ -75,9 +73,9 @@ export class TaskTable {
     const seq = await this.#publish(record, 0, `create-${record.taskId}`);
     if (seq !== undefined) return { record, seq };
     // The subject has a message. A retried create of the very same record
-    // (its ack was lost) is that message: answered as created. nats-server
-    // 2.9 answers such a retry as a duplicate of the message id; 2.15 checks
-    // the expected last sequence first and refuses it, hence the read.
+    // (its ack was lost) is that message: answered as created. The server
+    // checks the expected last sequence before the message id and refuses
+    // it, hence the read.
     const stored = await this.read(record.taskId);
     if (stored !== undefined && JSON.stringify(stored.record) === JSON.stringify(record)) return stored;
     throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'a task with this id exists', {});
@@ -184,12 +182,13 @@ export class TaskTable {
   async #publish(record: TaskRecord, expectSeq: number, msgID?: string): Promise<number | undefined> {
     const data = encodeTask(record);
     const now = Date.now();
-    const ttl = this.#options.perMessageTtl ? `${Math.max(1, Math.ceil((expiresAt(record) + EXPIRED_GRACE_MS - now) / 1000))}s` : undefined;
+    // Each record carries its own expiry (per-message TTL), so an expired task leaves the stream without a sweeper.
+    const ttl = `${Math.max(1, Math.ceil((expiresAt(record) + EXPIRED_GRACE_MS - now) / 1000))}s`;
     try {
       const ack = await this.#js.publish(this.#subject(record.taskId), data, {
         expect: { lastSubjectSequence: expectSeq },
         ...(msgID === undefined ? {} : { msgID }),
-        ...(ttl === undefined ? {} : { ttl }),
+        ttl,
         timeout: this.#options.requestTimeoutMs,
       });
       return ack.seq;
@@ -234,7 +233,7 @@ export function desiredTaskStream(options: TaskTableOptions): WantedStream {
     // Reads right after a write on another instance: the leader answers.
     allow_direct: false,
     republish: { src: subjects.taskWildcard, dest: subjects.taskLiveWildcard },
-    ...(options.perMessageTtl ? { allow_msg_ttl: true } : {}),
+    allow_msg_ttl: true,
   };
 }
 
@@ -256,6 +255,7 @@ async function ensureTaskStream(jsm: JetStreamManager, want: WantedStream): Prom
     if (existing[key] !== want[key]) diffs.push(`${key} is ${String(existing[key])}, config wants ${String(want[key])}`);
   }
   if ((existing.max_age ?? 0) < (want.max_age ?? 0)) diffs.push(`max_age is ${existing.max_age} ns, shorter than the longest task TTL plus grace (${want.max_age} ns)`);
+  if (existing.allow_msg_ttl !== true) diffs.push('allow_msg_ttl is off; records carry Nats-TTL (recreate the stream, or update it with allow_msg_ttl: true)');
   if (existing.republish?.dest !== want.republish?.dest) diffs.push(`republish is ${JSON.stringify(existing.republish ?? null)}, config wants ${JSON.stringify(want.republish)}`);
   if (diffs.length > 0) {
     throw new SessionLogError(SessionLogErrorCode.incompatibleLog, `stream ${want.name} does not match the configuration: ${diffs.join('; ')}`, {});
