@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
-# Finds the nats-server binaries Tether runs on, fetching the current one when
-# it is missing, and prints what it found. Never touches the system's apt
-# sources or its nats-server.
+# Finds the nats-server Tether runs on, fetching a current one when it is
+# missing, and prints its path. Tether needs 2.11 or later (issue 24: a
+# 2.9.10 cluster lost acknowledged events, docs/reliability.md finding 5), so
+# nothing older is ever printed: without one, this says what it found and how
+# to get one, and exits 1. Never touches the system's apt sources or its
+# nats-server.
 #
-#   scripts/nats-server.sh current   path of the newest server it can get
-#   scripts/nats-server.sh floor     path of the 2.9 floor (the system's, Debian 12)
-#   scripts/nats-server.sh report    both, with their versions (stderr)
+#   scripts/nats-server.sh current   path of the newest server >= 2.11 it can get
+#   scripts/nats-server.sh report    the same, with its version (stderr)
 #
-# The current server is Debian unstable's `nats-server` package (a static Go
+# In order: NATS_SERVER_BIN (refused if older than 2.11), the newest binary
+# cached in .tether/nats-server/<version>/, a system nats-server if it is
+# already 2.11+, else Debian unstable's `nats-server` package (a static Go
 # binary that runs on Debian 12), fetched with `apt-get download` against a
-# temporary sources list derived from the system's own first entry, unpacked
-# with `dpkg-deb -x` into .tether/nats-server/<version>/. Unstable moves, so
-# the version is read from the binary, never assumed. With NATS_SERVER_BIN set,
-# `current` is that binary. When nothing newer can be had, `current` falls back
-# to the system's server and says so loudly on stderr (exit status 0), so a
-# caller decides whether that is acceptable (CI: it is not; TETHER_REQUIRE_CURRENT=1).
+# temporary sources list derived from the system's own first entry and
+# unpacked with `dpkg-deb -x` into .tether/nats-server/<version>/. Unstable
+# moves, so the version is read from the binary, never assumed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="$root/.tether/nats-server"
 mode="${1:-report}"
+MIN=2.11.0
+MIN_SHOWN=2.11
 
 say() { echo "[nats-server] $*" >&2; }
-version_of() { "$1" --version 2>/dev/null | sed -nE 's/.*v([0-9]+\.[0-9]+\.[0-9]+).*/\1/p'; }
+# Empty when the binary is missing or prints no version.
+version_of() { { "$1" --version 2>/dev/null || true; } | sed -nE 's/.*v([0-9]+\.[0-9]+\.[0-9]+).*/\1/p'; }
+# Whether version $1 is at least $MIN (an empty version is not).
+recent() { [ -n "$1" ] && [ "$(printf '%s\n%s\n' "$1" "$MIN" | sort -V | head -n 1)" = "$MIN" ]; }
+how_to_get() {
+  say "  get one: rerun this where Debian's package archive is reachable (it fetches unstable's package into .tether/nats-server/),"
+  say "  or download a release from https://github.com/nats-io/nats-server/releases and set NATS_SERVER_BIN=/path/to/nats-server"
+}
 
 system_bin() {
   local dir
@@ -65,43 +75,39 @@ fetch_current() {
 }
 
 current() {
-  if [ -n "${NATS_SERVER_BIN:-}" ]; then echo "$NATS_SERVER_BIN"; return 0; fi
+  if [ -n "${NATS_SERVER_BIN:-}" ]; then
+    local v
+    v=$(version_of "$NATS_SERVER_BIN")
+    if recent "$v"; then echo "$NATS_SERVER_BIN"; return 0; fi
+    say "NATS_SERVER_BIN=$NATS_SERVER_BIN is $([ -n "$v" ] && echo "nats-server $v" || echo "no nats-server that reports a version"): Tether needs $MIN_SHOWN or later"
+    say "  unset NATS_SERVER_BIN to have this script find or fetch a current one, or point it at one"
+    how_to_get
+    return 1
+  fi
   local bin sys
   bin=$(cached_bin || true)
+  recent "$(version_of "${bin:-/nonexistent}")" && { echo "$bin"; return 0; }
   sys=$(system_bin || true)
-  # Fetch when nothing newer than 2.10 is cached (the system's is 2.9 on Debian 12).
-  if [ -z "$bin" ]; then
-    if [ -n "$sys" ] && [ "$(printf '%s\n2.11.0\n' "$(version_of "$sys")" | sort -V | head -n 1)" = "2.11.0" ]; then
-      echo "$sys"; return 0
-    fi
+  if [ -n "$sys" ] && recent "$(version_of "$sys")"; then echo "$sys"; return 0; fi
+  # One fetch at a time: test workers that start together share the result.
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock"
+  flock 9
+  bin=$(cached_bin || true)
+  if ! recent "$(version_of "${bin:-/nonexistent}")"; then
     fetch_current || true
     bin=$(cached_bin || true)
   fi
-  if [ -n "$bin" ]; then echo "$bin"; return 0; fi
-  if [ -n "$sys" ]; then
-    say "WARNING: no current nats-server could be fetched; using the system's $(version_of "$sys") at $sys"
-    if [ "${TETHER_REQUIRE_CURRENT:-}" = "1" ]; then return 1; fi
-    echo "$sys"; return 0
-  fi
-  say "no nats-server at all: install Debian's (apt-get install -y nats-server) or set NATS_SERVER_BIN"
-  return 1
-}
-
-floor() {
-  if [ -n "${TETHER_NATS_FLOOR_BIN:-}" ]; then echo "$TETHER_NATS_FLOOR_BIN"; return 0; fi
-  local sys
-  sys=$(system_bin || true)
-  if [ -n "$sys" ]; then echo "$sys"; return 0; fi
-  say "no floor nats-server: install Debian 12's (apt-get install -y nats-server, 2.9.10) or set TETHER_NATS_FLOOR_BIN"
+  exec 9>&-
+  if recent "$(version_of "${bin:-/nonexistent}")"; then echo "$bin"; return 0; fi
+  say "no nats-server $MIN_SHOWN or later could be found or fetched${bin:+ (the newest cached, $bin, is $(version_of "$bin"))}"
+  [ -n "$sys" ] && say "  the system's $sys is $(version_of "$sys"), too old: Tether never runs on it"
+  how_to_get
   return 1
 }
 
 case "$mode" in
   current) current ;;
-  floor) floor ;;
-  report)
-    c=$(current) && say "current: $(version_of "$c") at $c"
-    f=$(floor) && say "floor:   $(version_of "$f") at $f"
-    ;;
-  *) say "usage: scripts/nats-server.sh current|floor|report"; exit 2 ;;
+  report) c=$(current) && say "current: $(version_of "$c") at $c" ;;
+  *) say "usage: scripts/nats-server.sh current|report"; exit 2 ;;
 esac

@@ -28,13 +28,18 @@ const GATEWAY_MAIN = fileURLToPath(new URL('../services/gateway/dist/main.js', i
 const SESSION_LOG_MAIN = fileURLToPath(new URL('../services/session-log/dist/main.js', import.meta.url));
 
 /**
- * The newest nats-server the project can get: scripts/nats-server.sh finds
- * or fetches a current one (Debian unstable's package into .tether/), and
- * says on stderr when it falls back to the system's older one.
+ * A current nats-server (2.11 or later, what Tether needs): scripts/nats-server.sh
+ * finds or fetches one (Debian unstable's package into .tether/). It never
+ * settles for an older one such as Debian 12's 2.9.10: it says on stderr what
+ * it found and how to get a current one, and exits 1.
  */
 function newestNatsServer(): string {
   const script = fileURLToPath(new URL('./nats-server.sh', import.meta.url));
-  return execFileSync('bash', [script, 'current'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  try {
+    return execFileSync('bash', [script, 'current'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  } catch {
+    throw new Error('no nats-server 2.11 or later to embed (scripts/nats-server.sh said why above); or point TETHER_NATS_URL at a running one');
+  }
 }
 
 async function main(): Promise<void> {

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # `npm test`: build and type-check, run the whole vitest suite on this Node
-# against the current nats-server (scripts/nats-server.sh fetches it), the
-# NATS-touching suites once more on the 2.9 floor (the session-log library, the SDK stores,
-# the gateway's e2e suite in JetStream mode, the short chaos run), the whole
-# suite again on Node 24 (without the gRPC-mode e2e replay, chaos and fuzz,
-# which ran on the first Node), then the MCP conformance suite
-# (test/conformance/, needs Node >= 22). Each run prints its own `<run>: N passed, N failed` line; the
-# last line is one plain `N passed, N failed` summing every run. Exits 1 if
-# anything failed.
+# against the current nats-server (>= 2.11; scripts/nats-server.sh finds or
+# fetches it, and nothing older ever runs), the whole suite again on Node 24
+# (without the gRPC-mode e2e replay, chaos and fuzz, which ran on the first
+# Node), then the MCP conformance suite (test/conformance/, needs Node >= 22).
+# Each run prints its own `<run>: N passed, N failed` line; the last line is
+# one plain `N passed, N failed` summing every run. Exits 1 if anything failed.
 #
 #   TETHER_NODE24=/path/to/node   the Node 24 binary (default: what
 #                                 scripts/node24.sh finds, or installs from
@@ -98,22 +96,13 @@ else
   echo "=== node24: $NODE24 ($("$NODE24" --version))"
 fi
 
-# nats-server: the current one for every run, the 2.9 floor for its own.
-# Both are named in the output; a missing current server is a failure in CI.
-NATS_CURRENT=$(scripts/nats-server.sh current) || { warnings+=("no nats-server could be found or fetched: no test ran"); failed=$((failed + 1)); finish; }
-NATS_FLOOR=$(scripts/nats-server.sh floor 2>/dev/null || true)
-nats_version() { "$1" --version 2>/dev/null | sed -nE 's/.*v([0-9][^ ]*).*/\1/p'; }
-current_version=$(nats_version "$NATS_CURRENT")
-floor_version=""
-[ -n "$NATS_FLOOR" ] && floor_version=$(nats_version "$NATS_FLOOR")
-echo "=== nats-server: current $current_version ($NATS_CURRENT), floor ${floor_version:-none} (${NATS_FLOOR:-not found})"
-if [ "${CI:-}" = "true" ] && [ "$(printf '%s\n2.11.0\n' "$current_version" | sort -V | head -n 1)" != "2.11.0" ]; then
-  warnings+=("CI needs a current nats-server (>= 2.11), got $current_version")
-  failed=$((failed + 1))
-  finish
-fi
+# nats-server: the current one for every run, named in the output. The
+# script refuses anything older than 2.11 (saying why on stderr): then no
+# test runs, here or in CI.
+NATS_CURRENT=$(scripts/nats-server.sh current) || { warnings+=("no nats-server >= 2.11 could be found or fetched (scripts/nats-server.sh says why above): no test ran"); failed=$((failed + 1)); finish; }
+current_version=$("$NATS_CURRENT" --version 2>/dev/null | sed -nE 's/.*v([0-9][^ ]*).*/\1/p')
+echo "=== nats-server: $current_version ($NATS_CURRENT)"
 export NATS_SERVER_BIN=$NATS_CURRENT
-export TETHER_NATS_FLOOR_BIN=$NATS_FLOOR
 
 start=$SECONDS
 echo "=== build: tsc -b && tsc -p test/conformance"
@@ -126,16 +115,6 @@ fi
 timings+=("build $((SECONDS - start))s")
 
 run_part "node$here_major" node "$VITEST" run
-
-# The floor: what touches NATS, again on the oldest server Tether supports.
-if [ -z "$floor_version" ]; then
-  warnings+=("NOT run: the 2.9 floor (no system nats-server; apt-get install -y nats-server)")
-elif [ "$floor_version" = "$current_version" ]; then
-  warnings+=("the floor and the current server are both $current_version: ran the NATS suites once")
-else
-  NATS_SERVER_BIN=$NATS_FLOOR run_part "nats$floor_version" node "$VITEST" run --project all \
-    packages/session-log/test packages/sdk/test examples/sdk-server/test services/gateway/test/e2e test/chaos
-fi
 
 conformance_node=""
 if [ "$run_node24" = "1" ]; then
