@@ -2,8 +2,10 @@
  * Local error codes of the test kit. Match on `err.code`, never on messages.
  */
 export const TestingErrorCodes = {
-  /** No usable nats-server binary (NATS_SERVER_BIN bad, or nothing on PATH). */
+  /** No usable nats-server binary (NATS_SERVER_BIN bad, or scripts/nats-server.sh found or fetched none). */
   NatsServerNotFound: 'nats_server_not_found',
+  /** The nats-server found (NATS_SERVER_BIN, or what the script printed) is older than 2.11. */
+  NatsServerTooOld: 'nats_server_too_old',
   /** The process could not be spawned, or exited before it was ready. */
   NatsServerStartFailed: 'nats_server_start_failed',
   /** The process ran but did not become ready within `readyTimeoutMs`. */
@@ -31,20 +33,46 @@ export class TestingError extends Error {
   }
 }
 
-/** Thrown by `findNatsServerBinary()`; the message says how to install one. */
+/** How to get a current server; Debian 12's package (2.9.10) is too old, so never `apt-get install`. */
+const HOW_TO_GET =
+  'Get nats-server 2.11 or later: `bash scripts/nats-server.sh current` finds or fetches one ' +
+  "(Debian unstable's package, into .tether/nats-server/), or download it from " +
+  'https://github.com/nats-io/nats-server/releases and set NATS_SERVER_BIN=/path/to/nats-server.';
+
+/** Thrown by `findNatsServerBinary()`; the message says how to get one. */
 export class NatsServerNotFoundError extends TestingError {
-  /** Where we looked, in order (NATS_SERVER_BIN, then PATH and fallbacks). */
+  /** What was tried, in order (NATS_SERVER_BIN, or scripts/nats-server.sh). */
   readonly searched: readonly string[];
 
   constructor(reason: string, searched: readonly string[]) {
-    super(
-      TestingErrorCodes.NatsServerNotFound,
-      `${reason}. Install nats-server: \`apt-get install -y nats-server\` (Debian/Ubuntu), ` +
-        'or download it from https://github.com/nats-io/nats-server/releases, ' +
-        'or set NATS_SERVER_BIN=/path/to/nats-server.',
-    );
+    super(TestingErrorCodes.NatsServerNotFound, `${reason}. ${HOW_TO_GET}`);
     this.name = 'NatsServerNotFoundError';
     this.searched = searched;
+  }
+}
+
+/**
+ * Thrown by `findNatsServerBinary()` for a server older than Tether's floor
+ * (2.11): tests never run on one by accident.
+ */
+export class NatsServerTooOldError extends TestingError {
+  readonly bin: string;
+  /** As the binary reports it, e.g. `2.9.10`. */
+  readonly version: string;
+  /** `2.11`. */
+  readonly minimum: string;
+
+  constructor(fields: { bin: string; version: string; minimum: string; source: string }) {
+    super(
+      TestingErrorCodes.NatsServerTooOld,
+      `${fields.source} is nats-server ${fields.version} (${fields.bin}): Tether needs ${fields.minimum} or later ` +
+        '(a 2.9.10 cluster lost acknowledged events: docs/reliability.md, finding 5). ' +
+        `Unset NATS_SERVER_BIN to get the current one from scripts/nats-server.sh, or point it at one. ${HOW_TO_GET}`,
+    );
+    this.name = 'NatsServerTooOldError';
+    this.bin = fields.bin;
+    this.version = fields.version;
+    this.minimum = fields.minimum;
   }
 }
 
@@ -122,4 +150,8 @@ export function isTestingError(err: unknown): err is TestingError {
 
 export function isNatsServerNotFound(err: unknown): err is NatsServerNotFoundError {
   return err instanceof TestingError && err.code === TestingErrorCodes.NatsServerNotFound;
+}
+
+export function isNatsServerTooOld(err: unknown): err is NatsServerTooOldError {
+  return err instanceof TestingError && err.code === TestingErrorCodes.NatsServerTooOld;
 }

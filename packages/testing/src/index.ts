@@ -1,5 +1,6 @@
 export { findNatsServerBinary } from './find-binary.js';
-export { natsServerVersion, natsVersionAtLeast, startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.js';
+export { startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.js';
+export { MIN_NATS_SERVER_VERSION, natsServerVersion, natsVersionAtLeast } from './version.js';
 export { startNatsCluster, type NatsCluster, type NatsClusterOptions } from './nats-cluster.js';
 export { getFreePort, getFreePorts } from './ports.js';
 export {
@@ -38,9 +39,11 @@ export { ModernTools, startModernUpstream, type ModernUpstream, type ModernUpstr
 export { startTaskUpstream, TaskTools, type TaskUpstream, type TaskUpstreamOptions } from './task-upstream.js';
 export {
   isNatsServerNotFound,
+  isNatsServerTooOld,
   isTestingError,
   NatsServerNotFoundError,
   NatsServerStartError,
+  NatsServerTooOldError,
   ServiceProcessStartError,
   TestingError,
   TestingErrorCodes,

@@ -11,7 +11,7 @@ import { jetStreamApiProbe, readMetaCluster, type Probe } from './readiness.js';
 
 /** Options of {@link startNatsCluster}. */
 export interface NatsClusterOptions {
-  /** The nats-server binary. Default: {@link findNatsServerBinary} (`$NATS_SERVER_BIN`, then PATH). */
+  /** The nats-server binary, run as given. Default: {@link findNatsServerBinary} (`$NATS_SERVER_BIN`, else `scripts/nats-server.sh current`; never older than 2.11). */
   bin?: string;
   /** Extra lines of every node's config file, e.g. `['jetstream { sync_interval: always }']`. */
   configLines?: readonly string[];

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,10 +6,15 @@ import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.
 import { findNatsServerBinary } from './find-binary.js';
 import { LOOPBACK, readPortsFile, removePortsFile } from './ports.js';
 import { healthzProbe, jetStreamApiProbe, pollUntilReady, type Probe } from './readiness.js';
+import { natsServerVersion } from './version.js';
 
 /** Options of {@link startNatsServer}. */
 export interface NatsServerOptions {
-  /** The nats-server binary. Default: {@link findNatsServerBinary} (`$NATS_SERVER_BIN`, then PATH). */
+  /**
+   * The nats-server binary, run as given (a test may start an old one on
+   * purpose, e.g. to see Tether refuse it). Default: {@link findNatsServerBinary}
+   * (`$NATS_SERVER_BIN`, else `scripts/nats-server.sh current`; never older than 2.11).
+   */
   bin?: string;
   /** Enable JetStream (`-js`). Default true. */
   jetstream?: boolean;
@@ -306,30 +310,4 @@ async function waitStopped(pid: number): Promise<void> {
     if (stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-}
-
-const versions = new Map<string, string>();
-
-/** Whether a nats-server version (`2.15.1`, as `natsServerVersion` reports it) is at least `major.minor`. */
-export function natsVersionAtLeast(version: string, major: number, minor: number): boolean {
-  const [a = 0, b = 0] = version.split('.').map(Number);
-  return a !== major ? a > major : b >= minor;
-}
-
-/**
- * The version a nats-server binary reports (`nats-server: v2.15.1` → `2.15.1`),
- * cached per path. Tests name it when they skip for a missing feature.
- *
- * @throws TestingError `nats_server_start_failed` when the binary prints no version
- */
-export function natsServerVersion(bin: string): string {
-  let version = versions.get(bin);
-  if (version === undefined) {
-    const out = execFileSync(bin, ['--version'], { encoding: 'utf8', timeout: 10_000 });
-    const match = /v(\d+\.\d+\.\d+\S*)/.exec(out);
-    if (match?.[1] === undefined) throw new TestingError(TestingErrorCodes.NatsServerStartFailed, `${bin} --version printed no version: ${JSON.stringify(out.slice(0, 200))}`);
-    version = match[1];
-    versions.set(bin, version);
-  }
-  return version;
 }

@@ -7,8 +7,8 @@ import { LOOPBACK } from './ports.js';
 export type Probe = (timeoutMs: number) => Promise<string | undefined>;
 
 /**
- * GET /healthz on the monitor port. In 2.9.x it answers 200 only once the
- * server accepts clients and, with JetStream, once JetStream is enabled; in a
+ * GET /healthz on the monitor port. It answers 200 only once the server
+ * accepts clients and, with JetStream, once JetStream is enabled; in a
  * cluster it also needs contact with a meta leader and this node's streams
  * and consumers to be current, which is what a restarted member must reach.
  */

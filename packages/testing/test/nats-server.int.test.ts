@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager, type JetStreamClient, type PubAck } from '@nats-io/jetstream';
@@ -7,7 +7,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import {
   findNatsServerBinary,
   isNatsServerNotFound,
+  isNatsServerTooOld,
+  MIN_NATS_SERVER_VERSION,
   NatsServerStartError,
+  NatsServerTooOldError,
+  natsServerVersion,
+  natsVersionAtLeast,
   startNatsCluster,
   startNatsServer,
   TestingErrorCodes,
@@ -65,9 +70,28 @@ describe('findNatsServerBinary', () => {
     await rm(scratch, { recursive: true, force: true });
   });
 
-  it('finds the real binary on this machine, and it is executable', async () => {
+  /** An executable that answers `--version` like nats-server `version` does. */
+  async function fakeServer(name: string, version: string): Promise<string> {
+    const path = join(scratch, name);
+    await writeFile(path, `#!/bin/sh\necho "nats-server: v${version}"\n`);
+    await chmod(path, 0o755);
+    return path;
+  }
+
+  /** A stand-in for scripts/nats-server.sh: prints `path`, or says `why` on stderr and exits 1. */
+  async function fakeScript(name: string, answer: { path: string } | { why: string }): Promise<string> {
+    const path = join(scratch, name);
+    await writeFile(path, 'path' in answer ? `echo '${answer.path}'\n` : `echo '${answer.why}' >&2\nexit 1\n`);
+    return path;
+  }
+
+  it('without NATS_SERVER_BIN, finds a current server (>= 2.11) through scripts/nats-server.sh, never PATH\'s', async () => {
+    vi.stubEnv('NATS_SERVER_BIN', '');
     const bin = findNatsServerBinary();
+    const version = natsServerVersion(bin);
+    process.stdout.write(`findNatsServerBinary: nats-server ${version} at ${bin}\n`);
     expect((await stat(bin)).mode & 0o111).not.toBe(0);
+    expect(natsVersionAtLeast(version, MIN_NATS_SERVER_VERSION.major, MIN_NATS_SERVER_VERSION.minor)).toBe(true);
   });
 
   it('NATS_SERVER_BIN pointing at a missing file is a clear nats_server_not_found error', async () => {
@@ -83,9 +107,11 @@ describe('findNatsServerBinary', () => {
     const message = (caught as Error).message;
     expect(message).toContain(missing);
     expect(message).toContain('does not exist');
-    expect(message).toContain('apt-get install -y nats-server');
+    expect(message).toContain('bash scripts/nats-server.sh current');
     expect(message).toContain('https://github.com/nats-io/nats-server/releases');
     expect(message).toContain('NATS_SERVER_BIN=/path/to/nats-server');
+    // Debian 12's package is 2.9.10: never the advice.
+    expect(message).not.toContain('apt-get install');
     // The factories surface the same error before spawning anything.
     await expect(startNatsServer()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerNotFound });
     await expect(startNatsCluster()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerNotFound });
@@ -95,34 +121,51 @@ describe('findNatsServerBinary', () => {
     const notExecutable = join(scratch, 'nats-server-not-exec');
     await writeFile(notExecutable, '#!/bin/sh\n');
     await chmod(notExecutable, 0o644);
-    expect(() => resolveNatsServerBinary({ env: { NATS_SERVER_BIN: notExecutable, PATH: '/usr/sbin' }, fallbackDirs: ['/usr/sbin'] })).toThrow(
-      /is not executable/,
-    );
+    expect(() => resolveNatsServerBinary({ env: { NATS_SERVER_BIN: notExecutable }, script: '/nonexistent' })).toThrow(/is not executable/);
   });
 
-  it('empty PATH and no fallback hit gives nats_server_not_found listing where it looked', () => {
-    const emptyDir = join(scratch, 'empty');
+  it('a NATS_SERVER_BIN older than 2.11 is refused with its version, before anything starts', async () => {
+    const old = await fakeServer('nats-server-2.9.10', '2.9.10');
+    vi.stubEnv('NATS_SERVER_BIN', old);
     let caught: unknown;
     try {
-      resolveNatsServerBinary({ env: { PATH: '' }, fallbackDirs: [emptyDir] });
+      findNatsServerBinary();
+    } catch (err) {
+      caught = err;
+    }
+    expect(isNatsServerTooOld(caught)).toBe(true);
+    expect(caught).toMatchObject({ code: 'nats_server_too_old', bin: old, version: '2.9.10', minimum: '2.11' });
+    expect((caught as Error).message).toContain(`NATS_SERVER_BIN=${old} is nats-server 2.9.10`);
+    expect((caught as Error).message).toContain('needs 2.11 or later');
+    await expect(startNatsServer()).rejects.toBeInstanceOf(NatsServerTooOldError);
+    await expect(startNatsCluster()).rejects.toMatchObject({ code: TestingErrorCodes.NatsServerTooOld });
+    // 2.10 is refused too; 2.11.0 and anything later pass.
+    const older = await fakeServer('nats-server-2.10.29', '2.10.29');
+    expect(() => resolveNatsServerBinary({ env: { NATS_SERVER_BIN: older }, script: '/nonexistent' })).toThrow(/is nats-server 2\.10\.29/);
+    const recent = await fakeServer('nats-server-2.11.0', '2.11.0');
+    expect(resolveNatsServerBinary({ env: { NATS_SERVER_BIN: recent }, script: '/nonexistent' })).toBe(recent);
+  });
+
+  it('without NATS_SERVER_BIN: what the script prints, refused if it is old, and the script\'s reason when it finds none', async () => {
+    const recent = await fakeServer('nats-server-2.15.1', '2.15.1');
+    const old = await fakeServer('nats-server-old', '2.9.10');
+    // PATH is never searched, however it is set.
+    const env = { PATH: `${scratch}:/usr/sbin` };
+    const printsRecent = await fakeScript('prints-recent.sh', { path: recent });
+    const printsOld = await fakeScript('prints-old.sh', { path: old });
+    const findsNone = await fakeScript('finds-none.sh', { why: 'the system nats-server is 2.9.10, too old' });
+    expect(resolveNatsServerBinary({ env, script: printsRecent })).toBe(recent);
+    expect(() => resolveNatsServerBinary({ env, script: printsOld })).toThrow(/is nats-server 2\.9\.10/);
+    let caught: unknown;
+    try {
+      resolveNatsServerBinary({ env, script: findsNone });
     } catch (err) {
       caught = err;
     }
     expect(isNatsServerNotFound(caught)).toBe(true);
-    expect(caught).toMatchObject({ code: 'nats_server_not_found', searched: [join(emptyDir, 'nats-server')] });
-    expect((caught as Error).message).toContain('apt-get install -y nats-server');
-  });
-
-  it('searches PATH first, then the fallback dirs', async () => {
-    const onPath = join(scratch, 'on-path');
-    const fallback = join(scratch, 'fallback');
-    for (const dir of [onPath, fallback]) {
-      await mkdir(dir, { recursive: true });
-      await writeFile(join(dir, 'nats-server'), '#!/bin/sh\n');
-      await chmod(join(dir, 'nats-server'), 0o755);
-    }
-    expect(resolveNatsServerBinary({ env: { PATH: `relative/dir:${onPath}` }, fallbackDirs: [fallback] })).toBe(join(onPath, 'nats-server'));
-    expect(resolveNatsServerBinary({ env: { PATH: join(scratch, 'empty') }, fallbackDirs: [fallback] })).toBe(join(fallback, 'nats-server'));
+    expect((caught as Error).message).toContain('found no nats-server 2.11 or later');
+    expect((caught as Error).message).toContain('the system nats-server is 2.9.10, too old');
+    expect(() => resolveNatsServerBinary({ env, script: join(scratch, 'no-such-script.sh') })).toThrow(/does not exist/);
   });
 });
 
