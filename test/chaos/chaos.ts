@@ -10,7 +10,6 @@ import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { namespaceNames, SessionLog } from '@tether/session-log';
-import { natsVersionAtLeast } from '@tether/testing';
 import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
 import type { CheckResult, ToolNames, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
@@ -54,8 +53,6 @@ export interface ChaosOptions {
   readonly target?: TargetName;
   /** The gateways' log: in-process on NATS (default) or through session-log services. */
   readonly log?: LogMode;
-  /** The nats-server binary (run.ts resolves `--nats floor|current`). Default `findNatsServerBinary()`. */
-  readonly natsBin?: string;
   /** `always`: the cluster runs with `jetstream { sync_interval: always }`. */
   readonly sync?: SyncMode;
   /** The fault kinds and weights. Default today's six (`DEFAULT_SELECTION`). */
@@ -133,7 +130,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     gatewayLogDir: options.gatewayLogDir,
     target: targetName,
     log: logMode,
-    natsBin: options.natsBin,
     sync: options.sync ?? 'default',
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
   }).catch(async (err: unknown) => {
@@ -141,7 +137,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     throw err;
   });
   say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
-  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix, batchDirect: natsVersionAtLeast(stack.config.natsVersion, 2, 11) });
+  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix });
   const recorder = new Recorder();
   const hardStop = new AbortController();
   // Every call of every client listens to it.

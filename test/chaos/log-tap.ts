@@ -5,12 +5,13 @@
  * that were later terminated and purged can still be compared with what
  * clients received. It keeps digests, never payloads.
  *
- * A consumer reads one replica's store, and under repeated leader kills
- * nats-server 2.9.10 replicas can disagree on sequence numbers. So the tap
- * also listens to the stream's republish (`<prefix>.live.>`), which the
- * stream leader sends as it stores each message with its own sequence: where
- * both copies hold an event and disagree, the leader's wins, and the
- * disagreement is counted (`replicaMismatches`).
+ * A consumer reads one replica's store, which may lag the leader's. So the
+ * tap also listens to the stream's republish (`<prefix>.live.>`), which the
+ * stream leader sends as it stores each message with its own sequence: it
+ * holds what the consumer had not read when a power loss struck, and where
+ * both copies hold an event at different positions the leader's wins and the
+ * disagreement is counted (`replicaMismatches`; replicas that numbered events
+ * differently were a defect of the old 2.9 floor, so any count is a finding).
  */
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -77,11 +78,6 @@ const RECHECK_BATCH = 500;
 
 export interface LogTapOptions {
   readonly subjectPrefix?: string;
-  /**
-   * The servers answer batch direct gets (2.11+): a power loss's window is
-   * re-checked in batches of positions, not through the consumer alone.
-   */
-  readonly batchDirect?: boolean;
 }
 
 export async function startLogTap(servers: readonly string[], streamName: string, options: LogTapOptions = {}): Promise<LogTap> {
@@ -254,9 +250,9 @@ export async function startLogTap(servers: readonly string[], streamName: string
       } catch {
         // Unknown: the account says so.
       }
-      // On 2.11+ the window is read in batches at once (the consumer re-read alone left most
+      // The window is read in batch direct gets at once (the consumer re-read alone left most
       // of a large window uncompared within the timeout); the consumer's copy fills what they missed.
-      const batched = options.batchDirect === true ? await readWindowInBatches(jsm, streamName, keyOf, mark.fromPos, mark.lastPos, until) : new Map<number, Held | null>();
+      const batched = await readWindowInBatches(jsm, streamName, keyOf, mark.fromPos, mark.lastPos, until);
       const unread = [...held.keys()].filter((pos) => !batched.has(pos));
       while (!r.reached && Date.now() < until && !stopped && unread.some((pos) => !r.reread.has(pos))) await sleep(100);
       if (resync === r) resync = undefined;

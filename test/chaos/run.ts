@@ -6,14 +6,13 @@
  * on a task upstream, a seeded fault schedule), prints the summary, writes
  * the report as JSON, and exits 1 if any silent violation or task violation
  * was found (2 on bad arguments or a harness failure). `--log`,
- * `--target`, `--nats`, `--sync` and `--faults` pick other configurations
- * and fault kinds (docs/reliability.md, "Configurations and the faults of
- * issue 15"); without them a run is what it was before they existed.
+ * `--target`, `--sync` and `--faults` pick other configurations and fault
+ * kinds (docs/reliability.md, "Configurations and the faults of issue 15");
+ * without them a run is what it was before they existed. The nats-server is
+ * the test kit's: NATS_SERVER_BIN, else `scripts/nats-server.sh current`,
+ * never one older than 2.11.
  */
-import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import { findNatsServerBinary, natsServerVersion, natsVersionAtLeast } from '@tether/testing';
 import { runChaos } from './chaos.js';
 import { DEFAULT_SELECTION, parseFaultSelection } from './faults.js';
 import type { FaultKind, FaultSelection } from './faults.js';
@@ -22,7 +21,7 @@ import { formatSummary } from './summary.js';
 import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
-                        [--log nats|grpc] [--target gateway|sdk-example] [--nats floor|current] [--sync always] [--faults default,KIND[=W],…]
+                        [--log nats|grpc] [--target gateway|sdk-example] [--sync always] [--faults default,KIND[=W],…]
                         [--task-clients 2]
 
   --duration     how long clients start new calls (then in-flight calls settle)
@@ -39,8 +38,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  services (--log grpc://), gateway i on service i mod 2
   --target       gateway: three gateways in front of two test upstreams (default); sdk-example: three
                  tether-sdk-example processes (examples/sdk-server) behind the balancer instead
-  --nats         floor | current: the nats-server scripts/nats-server.sh names (default: $NATS_SERVER_BIN, then PATH)
-  --sync         always: every node runs with jetstream { sync_interval: always } (2.10+; default: the server's)
+  --sync         always: every node runs with jetstream { sync_interval: always } (default: the server's)
   --task-clients 2026-07-28 clients of the gateways' durable tasks (default 2; 0 for none), on their own route
                  (/tasks/mcp, the test kit's task upstream); each gateway_sigkill then aims at a task's runner.
                  Gateways only, log in-process: on --log grpc:// they serve no tasks, and none run (the summary says so)
@@ -53,18 +51,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'nats', 'sync', 'faults', 'task-clients'];
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-/** `--nats floor|current`: the binary scripts/nats-server.sh prints. */
-function natsBinary(which: string): string {
-  if (which !== 'floor' && which !== 'current') throw new Error(`--nats must be floor or current, got ${which}`);
-  try {
-    return execFileSync('bash', ['scripts/nats-server.sh', which], { cwd: ROOT, encoding: 'utf8' }).trim();
-  } catch (err) {
-    throw new Error(`scripts/nats-server.sh ${which} found no nats-server: ${(err as Error).message}`);
-  }
-}
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients'];
 
 function parseArgs(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -79,6 +66,8 @@ function parseArgs(argv: readonly string[]): Record<string, string> {
     const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
     const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
     if (value === undefined) throw new Error(`--${name} needs a value`);
+    // Runs recorded before issue 24 named a server: there is one now (NATS_SERVER_BIN picks another, >= 2.11).
+    if (name === 'nats') throw new Error('--nats is gone: every run is on the current nats-server (2.11 or later; NATS_SERVER_BIN picks another)');
     if (!FLAGS.includes(name)) throw new Error(`unknown flag --${name}`);
     out[name] = value;
   }
@@ -93,7 +82,6 @@ async function main(): Promise<number> {
   let target: TargetName;
   let log: LogMode;
   let sync: SyncMode;
-  let natsBin: string | undefined;
   let faults: FaultSelection;
   let taskClients: number;
   try {
@@ -113,11 +101,6 @@ async function main(): Promise<number> {
     if (target === 'sdk-example' && log === 'grpc') throw new Error('--log grpc needs --target gateway: the SDK example holds its log in-process');
     sync = args['sync'] === undefined ? 'default' : (args['sync'] as SyncMode);
     if (sync !== 'always' && sync !== 'default') throw new Error(`--sync must be always (or default), got ${args['sync']}`);
-    natsBin = args['nats'] === undefined ? undefined : natsBinary(args['nats']);
-    if (sync === 'always') {
-      const bin = natsBin ?? findNatsServerBinary();
-      if (!natsVersionAtLeast(natsServerVersion(bin), 2, 10)) throw new Error(`--sync always needs nats-server 2.10 or later (2.9 refuses sync_interval); ${bin} is ${natsServerVersion(bin)}`);
-    }
     const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart'] : []);
     faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable);
   } catch (err) {
@@ -157,7 +140,6 @@ async function main(): Promise<number> {
     sync,
     faults,
     taskClients,
-    ...(natsBin === undefined ? {} : { natsBin }),
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`\n${formatSummary(report, command)}\n`);

@@ -84,9 +84,7 @@ export interface ChaosStackOptions {
   readonly target?: TargetName;
   /** Gateways with the log in-process (`nats`) or through session-log services (`grpc`). Default `nats`. */
   readonly log?: LogMode;
-  /** The nats-server binary. Default `findNatsServerBinary()` (`$NATS_SERVER_BIN`, then PATH). */
-  readonly natsBin?: string | undefined;
-  /** `always`: every node runs with `jetstream { sync_interval: always }` (2.10+). Default: the server's default. */
+  /** `always`: every node runs with `jetstream { sync_interval: always }`. Default: the server's default. */
   readonly sync?: SyncMode;
   /** Put a freezable TCP proxy between each NATS client process and the cluster (for `gateway_nats_cut`). Default false. */
   readonly natsProxies?: boolean;
@@ -144,7 +142,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
   const target = options.target ?? 'gateway';
   const logMode = options.log ?? 'nats';
   if (target === 'sdk-example' && logMode === 'grpc') throw new Error('the SDK example has no --log grpc mode (it holds the log in-process)');
-  const natsBin = options.natsBin ?? findNatsServerBinary();
+  // The test kit's: NATS_SERVER_BIN, else scripts/nats-server.sh's current one; never older than 2.11.
+  const natsBin = findNatsServerBinary();
   const natsVersion = natsServerVersion(natsBin);
   const sync = options.sync ?? 'default';
   const natsProxies = options.natsProxies ?? false;
