@@ -1,5 +1,5 @@
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from './wire.js';
+import { MAX_PARTITIONS, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from './wire.js';
 
 /** How the log is laid out on JetStream. Every field has a default. */
 export interface SessionLogOptions {
@@ -18,6 +18,23 @@ export interface SessionLogOptions {
   readonly streamName?: string;
   /** First subject token(s): events go to `<prefix>.log.<session>.<stream>`. Default `tether` (`tether_<namespace>`). */
   readonly subjectPrefix?: string;
+  /**
+   * Streams the log is spread over (`--log-partitions`). A session lives
+   * wholly in one, chosen by a hash of its id (`partitionOf`): its events,
+   * its audit events, its registry entry and its writer leases. Each
+   * partition is a stream and two buckets, each with its own Raft leader,
+   * so writes spread over a cluster and a read spans one partition's
+   * messages only. 1 is the unpartitioned layout (`TETHER_LOG`); more are
+   * `TETHER_LOG-<k>`, `tether_sessions-<k>`, `tether_leases-<k>`. Every
+   * process of a deployment must use the same count: a different one is
+   * refused at startup (see `ensureLog`). Default 1.
+   */
+  readonly partitions?: number;
+  /**
+   * Server tags every stream and bucket of the log is placed on
+   * (JetStream `placement.tags`), e.g. `['region:eu']`. Default none.
+   */
+  readonly placementTags?: readonly string[];
   /** Replicas of the stream and buckets: 1 for dev, 3 in production. Default 1. */
   readonly replicas?: number;
   /** Retention window of events (stream `max_age`). Default 24 h. */
@@ -58,6 +75,7 @@ export type SessionLogConfig = Required<SessionLogOptions>;
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 const HOUR = 3_600_000;
+const TAG = /^[A-Za-z0-9_:./=-]{1,64}$/;
 
 /** Fills defaults and validates; a bad value is refused with its key, value and what is allowed. */
 export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig {
@@ -70,6 +88,8 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
     namespace,
     streamName: options.streamName ?? names.streamName,
     subjectPrefix: options.subjectPrefix ?? names.subjectPrefix,
+    partitions: options.partitions ?? 1,
+    placementTags: [...(options.placementTags ?? [])],
     replicas: options.replicas ?? 1,
     maxAgeMs,
     maxMsgsPerStream: options.maxMsgsPerStream ?? 100_000,
@@ -92,6 +112,10 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
   matches('leasesBucket', config.leasesBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('principalsBucket', config.principalsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('tasksStream', config.tasksStream, NAME, 'letters, digits, _ and -, up to 64 characters');
+  integer('partitions', config.partitions, 1, MAX_PARTITIONS);
+  if (!Array.isArray(config.placementTags) || config.placementTags.some((tag) => typeof tag !== 'string' || !TAG.test(tag))) {
+    refuse('placementTags', config.placementTags, 'server tags of 1 to 64 letters, digits and _ : . / = -');
+  }
   integer('replicas', config.replicas, 1, 5);
   integer('maxAgeMs', config.maxAgeMs, 1_000, Number.MAX_SAFE_INTEGER);
   limit('maxMsgsPerStream', config.maxMsgsPerStream);

@@ -18,7 +18,9 @@ export type { Lease } from './leases.js';
 export { identityPrincipal, principalDigest, principalTag, samePrincipal } from './principal.js';
 export { resolveConfig } from './config.js';
 export type { SessionLogConfig, SessionLogOptions } from './config.js';
-export { desiredStreamConfig } from './setup.js';
+export { desiredStreamConfig, PARTITIONS_METADATA_KEY } from './setup.js';
+export { logLayout } from './layout.js';
+export type { LogLayout, Partition } from './layout.js';
 export { assertSupportedServer, isSupportedServer, MIN_SERVER_VERSION, serverFeatures } from './server-features.js';
 export type { ServerFeatures, ServerReport } from './server-features.js';
 export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
@@ -40,6 +42,9 @@ export {
   NAMESPACE_MAX_LENGTH,
   NAMESPACE_PATTERN,
   namespaceNames,
+  MAX_PARTITIONS,
+  partitionName,
+  partitionOf,
 } from './wire.js';
 export type { AdminAnswer, AdminRequest, ControlMessage, NamespaceNames, Subjects } from './wire.js';
 export { TaskTable, EXPIRED_GRACE_MS } from './tasks/task-table.js';

@@ -8,11 +8,11 @@ import { leaseKeyOf } from './wire.js';
 /**
  * A writer lease: who appends to one session stream, and until when.
  *
- * CAVEAT (DESIGN section 4, nats-server#4320): on nats-server 2.9.x, KV
- * compare-and-set and `Nats-Expected-Last-Subject-Sequence` do not exclude
- * two concurrent writers on an R3 stream during leader changes, and expiry is
- * judged by wall clocks that may disagree. A lease therefore makes a second
- * writer *unlikely*, not impossible. Safety does not rest on it: appends carry
+ * CAVEAT (DESIGN section 4): expiry is judged by wall clocks that may
+ * disagree, and a writer may outlive its lease (a pause, a partition), so a
+ * lease makes a second writer *unlikely*, not impossible. (On nats-server
+ * 2.9.x, before the floor, KV compare-and-set did not even exclude two
+ * writers during leader changes: nats-server#4320.) Safety does not rest on it: appends carry
  * the expected-last-subject-sequence tripwire, duplicate acks are verified,
  * and every reader verifies the `Tether-Prev` chain, so two writers surface as
  * an explicit `diverged`/`writer_conflict`, never as a silent fork.
@@ -36,10 +36,11 @@ interface LeaseValue {
 }
 
 export class LeaseTable {
-  readonly #kv: KV;
+  readonly #kvOf: (sessionId: string) => KV;
 
-  constructor(kv: KV) {
-    this.#kv = kv;
+  /** `kvOf`: the lease bucket of a session's partition (`logLayout`); one bucket for an unpartitioned log. */
+  constructor(kvOf: KV | ((sessionId: string) => KV)) {
+    this.#kvOf = typeof kvOf === 'function' ? kvOf : () => kvOf;
   }
 
   /**
@@ -52,15 +53,15 @@ export class LeaseTable {
     // Most leases are of streams just opened: try to create the key first (one
     // round trip); only a key that exists needs the read and compare-and-set.
     try {
-      const revision = await this.#kv.create(key, JSON.stringify(value));
+      const revision = await this.#kvOf(sessionId).create(key, JSON.stringify(value));
       return { sessionId, stream, ...value, revision };
     } catch (err) {
       if (!isCasFailure(err)) throw unavailable(err);
     }
-    const current = await this.#read(key);
+    const current = await this.#read(sessionId, key);
     try {
       if (current === undefined) {
-        const revision = await this.#kv.create(key, JSON.stringify(value));
+        const revision = await this.#kvOf(sessionId).create(key, JSON.stringify(value));
         return { sessionId, stream, ...value, revision };
       }
       if (current.value.owner !== owner && current.value.expiresAtMs > Date.now()) {
@@ -71,7 +72,7 @@ export class LeaseTable {
           detail: { expiresAtMs: current.value.expiresAtMs },
         });
       }
-      const revision = await this.#kv.update(key, JSON.stringify(value), current.revision);
+      const revision = await this.#kvOf(sessionId).update(key, JSON.stringify(value), current.revision);
       return { sessionId, stream, ...value, revision };
     } catch (err) {
       if (err instanceof SessionLogError) throw err;
@@ -86,7 +87,7 @@ export class LeaseTable {
   async renew(lease: Lease, ttlMs: number): Promise<Lease> {
     const value: LeaseValue = { owner: lease.owner, token: lease.token, expiresAtMs: Date.now() + ttlMs };
     try {
-      const revision = await this.#kv.update(keyOf(lease.sessionId, lease.stream), JSON.stringify(value), lease.revision);
+      const revision = await this.#kvOf(lease.sessionId).update(keyOf(lease.sessionId, lease.stream), JSON.stringify(value), lease.revision);
       return { ...lease, expiresAtMs: value.expiresAtMs, revision };
     } catch (err) {
       if (isCasFailure(err)) throw lost(lease);
@@ -97,7 +98,7 @@ export class LeaseTable {
   /** Gives the lease up so the next writer need not wait for expiry. Releasing a lost lease is a no-op. */
   async release(lease: Lease): Promise<void> {
     try {
-      await this.#kv.delete(keyOf(lease.sessionId, lease.stream), { previousSeq: lease.revision });
+      await this.#kvOf(lease.sessionId).delete(keyOf(lease.sessionId, lease.stream), { previousSeq: lease.revision });
     } catch (err) {
       if (!isCasFailure(err)) throw unavailable(err);
     }
@@ -105,15 +106,15 @@ export class LeaseTable {
 
   /** The current holder, or `undefined` when free or expired. */
   async holder(sessionId: string, stream: string): Promise<Omit<Lease, 'revision'> | undefined> {
-    const current = await this.#read(keyOf(sessionId, stream));
+    const current = await this.#read(sessionId, keyOf(sessionId, stream));
     if (current === undefined || current.value.expiresAtMs <= Date.now()) return undefined;
     return { sessionId, stream, ...current.value };
   }
 
-  async #read(key: string): Promise<{ value: LeaseValue; revision: number } | undefined> {
+  async #read(sessionId: string, key: string): Promise<{ value: LeaseValue; revision: number } | undefined> {
     let entry;
     try {
-      entry = await this.#kv.get(key);
+      entry = await this.#kvOf(sessionId).get(key);
     } catch (err) {
       throw unavailable(err);
     }

@@ -31,10 +31,11 @@ interface Stored {
  * session created on one instance is visible on the next request to another.
  */
 export class SessionRegistry {
-  readonly #kv: KV;
+  readonly #kvOf: (sessionId: string) => KV;
 
-  constructor(kv: KV) {
-    this.#kv = kv;
+  /** `kvOf`: the registry bucket of a session's partition (`logLayout`); one bucket for an unpartitioned log. */
+  constructor(kvOf: KV | ((sessionId: string) => KV)) {
+    this.#kvOf = typeof kvOf === 'function' ? kvOf : () => kvOf;
   }
 
   async create(principal: string, meta: Readonly<Record<string, string>> = {}): Promise<SessionRecord> {
@@ -51,7 +52,7 @@ export class SessionRegistry {
     try {
       // `create` fails if the key exists: with 128 random bits it never does,
       // and if it did we would refuse rather than overwrite someone's session.
-      await this.#kv.create(record.sessionId, JSON.stringify(record));
+      await this.#kvOf(record.sessionId).create(record.sessionId, JSON.stringify(record));
     } catch (err) {
       throw unavailable(err);
     }
@@ -89,7 +90,7 @@ export class SessionRegistry {
   /** Deletes the entry of a session whose id was never handed out (refused at creation). */
   async remove(sessionId: string): Promise<void> {
     try {
-      await this.#kv.delete(sessionId);
+      await this.#kvOf(sessionId).delete(sessionId);
     } catch (err) {
       throw unavailable(err);
     }
@@ -109,7 +110,7 @@ export class SessionRegistry {
       const next = change(stored.record);
       if (next === undefined) return stored.record;
       try {
-        await this.#kv.update(sessionId, JSON.stringify(next), stored.revision);
+        await this.#kvOf(sessionId).update(sessionId, JSON.stringify(next), stored.revision);
         return next;
       } catch (err) {
         if (!isCasFailure(err)) throw unavailable(err);
@@ -123,7 +124,7 @@ export class SessionRegistry {
     assertSessionId(sessionId);
     let entry;
     try {
-      entry = await this.#kv.get(sessionId);
+      entry = await this.#kvOf(sessionId).get(sessionId);
     } catch (err) {
       throw unavailable(err);
     }

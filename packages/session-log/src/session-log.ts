@@ -1,6 +1,7 @@
 import { encodeAuditEvent } from './audit.js';
 import type { AuditEvent } from './audit.js';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { newStreamId } from '@tether/protocol';
@@ -28,6 +29,7 @@ import type { WriterState, WritesStream } from './presence.js';
 import { assertSupportedServer, createServerReporter } from './server-features.js';
 import type { ServerReport } from './server-features.js';
 import { ensureLog, unavailable } from './setup.js';
+import type { LogLayout, Partition } from './layout.js';
 import { TaskTable } from './tasks/task-table.js';
 import { TaskEvents } from './tasks/task-events.js';
 import type { LogHandles } from './setup.js';
@@ -73,7 +75,12 @@ export class SessionLog {
   readonly config: SessionLogConfig;
   readonly sessions: SessionRegistry;
   readonly leases: LeaseTable;
+  /** Which partition holds each session (one stream and two buckets each). */
+  readonly layout: LogLayout;
+  /** What the log's parts share (connection, subjects, control), with the stream of partition 0. */
   readonly #ctx: LogContext;
+  /** The context of each partition: `#ctx` with that partition's stream name. */
+  readonly #partitionCtx: readonly LogContext[];
   readonly #ownsConnection: boolean;
   readonly #writers = new Map<string, Promise<StreamWriter>>();
   /** Appends whose outcome is unknown, per stream, settled by the next writer. */
@@ -87,8 +94,11 @@ export class SessionLog {
     this.#ctx = ctx;
     this.#server = server;
     this.config = ctx.config;
-    this.sessions = new SessionRegistry(handles.sessions);
-    this.leases = new LeaseTable(handles.leases);
+    this.layout = handles.layout;
+    this.#partitionCtx = handles.layout.partitions.map((p) => (p.index === 0 && p.streamName === ctx.config.streamName ? ctx : { ...ctx, config: { ...ctx.config, streamName: p.streamName } }));
+    const { sessions, leases } = handles;
+    this.sessions = new SessionRegistry((sessionId) => sessions[this.layout.of(sessionId).index] as KV);
+    this.leases = new LeaseTable((sessionId) => leases[this.layout.of(sessionId).index] as KV);
     this.#ownsConnection = options.nc === undefined;
     this.#maxOpenWriters = options.maxOpenWriters ?? 10_000;
     this.#maxSessionsPerPrincipal = options.maxSessionsPerPrincipal ?? 0;
@@ -118,7 +128,7 @@ export class SessionLog {
       assertSupportedServer(nc.info?.version, `the NATS server at ${nc.getServer()}`);
       const jsm = await jetstreamManager(nc, { timeout: config.requestTimeoutMs });
       const js = jetstream(nc, { timeout: config.requestTimeoutMs });
-      const subjects = createSubjects(config.subjectPrefix);
+      const subjects = createSubjects(config.subjectPrefix, config.partitions);
       const capped = capPayload(config, nc);
       const handles = await ensureLog(nc, jsm, capped);
       const server = createServerReporter(() => nc.info?.version);
@@ -219,7 +229,7 @@ export class SessionLog {
     for (const key of this.#writers.keys()) if (key.startsWith(`${sessionId}.`)) this.#writers.delete(key);
     for (const key of this.#inDoubt.keys()) if (key.startsWith(`${sessionId}.`)) this.#inDoubt.delete(key);
     try {
-      await this.#ctx.jsm.streams.purge(this.config.streamName, { filter: this.#ctx.subjects.sessionLogs(sessionId) });
+      await this.#ctx.jsm.streams.purge(this.#ctxOf(sessionId).config.streamName, { filter: this.#ctx.subjects.sessionLogs(sessionId) });
     } catch (err) {
       throw unavailable(err);
     }
@@ -406,7 +416,7 @@ export class SessionLog {
 
   async #createWriter(sessionId: string, stream: string, epoch: string): Promise<StreamWriter> {
     assertStreamId(stream);
-    return StreamWriter.create(this.#ctx, sessionId, stream, epoch);
+    return StreamWriter.create(this.#ctxOf(sessionId), sessionId, stream, epoch);
   }
 
   /** A writer for one stream, positioned at its current end. Hold a lease while using it. */
@@ -415,7 +425,7 @@ export class SessionLog {
     const session = await this.sessions.get(sessionId);
     if (session === undefined) throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     if (session.state !== 'active') throw new SessionLogError(SessionLogErrorCode.sessionClosed, 'the session is closed', { sessionId });
-    return StreamWriter.open(this.#ctx, sessionId, stream, session.epoch, existing);
+    return StreamWriter.open(this.#ctxOf(sessionId), sessionId, stream, session.epoch, existing);
   }
 
   /**
@@ -426,9 +436,9 @@ export class SessionLog {
    * when JetStream cannot be asked.
    */
   async resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult> {
-    const result = await classifyResume(this.#ctx, this.sessions, sessionId, lastEventId, principal);
+    const result = await classifyResume(this.#ctxOf(sessionId), this.sessions, sessionId, lastEventId, principal);
     if (result.verdict !== 'resumed') return result;
-    const ctx = this.#ctx;
+    const ctx = this.#ctxOf(sessionId);
     return {
       ...result,
       events: (options = {}) =>
@@ -447,7 +457,7 @@ export class SessionLog {
       throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     }
     await this.#assertCursor(sessionId, stream, session.epoch, from);
-    yield* follow(this.#ctx, sessionId, stream, session.epoch, from, options);
+    yield* follow(this.#ctxOf(sessionId), sessionId, stream, session.epoch, from, options);
   }
 
   /**
@@ -464,8 +474,8 @@ export class SessionLog {
    */
   openReader(session: SessionRecord, stream: string): StreamReader {
     assertStreamId(stream);
-    const tail = new LiveTail(this.#ctx, session.sessionId, stream, undefined, createFollowStats());
-    const ctx = this.#ctx;
+    const tail = new LiveTail(this.#ctxOf(session.sessionId), session.sessionId, stream, undefined, createFollowStats());
+    const ctx = this.#ctxOf(session.sessionId);
     return {
       follow: (from, options = {}) => follow(ctx, session.sessionId, stream, session.epoch, from, options, { tail }),
       close: () => tail.close(),
@@ -485,7 +495,7 @@ export class SessionLog {
     if (!Number.isSafeInteger(from.seq) || !Number.isSafeInteger(from.pos) || from.seq < 1 || from.pos < 1) throw bad('seq and pos must both be 0, or both be positive integers');
     let at;
     try {
-      at = await this.#ctx.jsm.streams.getMessage(this.config.streamName, { seq: from.pos });
+      at = await this.#ctx.jsm.streams.getMessage(this.#ctxOf(sessionId).config.streamName, { seq: from.pos });
     } catch (err) {
       throw unavailable(err);
     }
@@ -497,7 +507,7 @@ export class SessionLog {
       // client's cursor, not the log, would be blamed as data loss.
       let next: LogEvent | undefined;
       try {
-        next = (await readPage(this.#ctx, sessionId, stream, epoch, { afterSeq: from.seq, limit: 1, afterPos: from.pos }))[0];
+        next = (await readPage(this.#ctxOf(sessionId), sessionId, stream, epoch, { afterSeq: from.seq, limit: 1, afterPos: from.pos }))[0];
       } catch (err) {
         if (err instanceof SessionLogError && err.code === SessionLogErrorCode.streamDiverged) throw bad('no event of this stream is at that position');
         throw err;
@@ -522,7 +532,7 @@ export class SessionLog {
     }
     let last;
     try {
-      last = await this.#ctx.jsm.streams.getMessage(this.config.streamName, { last_by_subj: this.#ctx.subjects.log(sessionId, stream) });
+      last = await this.#ctx.jsm.streams.getMessage(this.#ctxOf(sessionId).config.streamName, { last_by_subj: this.#ctx.subjects.log(sessionId, stream) });
     } catch (err) {
       throw unavailable(err);
     }
@@ -542,7 +552,17 @@ export class SessionLog {
       throw new SessionLogError(SessionLogErrorCode.sessionNotFound, 'session not found', { sessionId });
     }
     if (afterPos !== undefined) await this.#assertCursor(sessionId, stream, session.epoch, { seq: afterSeq, pos: afterPos });
-    return readPage(this.#ctx, sessionId, stream, session.epoch, { afterSeq, limit, ...(afterPos === undefined ? {} : { afterPos }) });
+    return readPage(this.#ctxOf(sessionId), sessionId, stream, session.epoch, { afterSeq, limit, ...(afterPos === undefined ? {} : { afterPos }) });
+  }
+
+  /** The context of the partition holding `sessionId`. */
+  #ctxOf(sessionId: string): LogContext {
+    return this.#partitionCtx[this.layout.of(sessionId).index] as LogContext;
+  }
+
+  /** The partition holding `sessionId`: its index, stream and buckets (for operators' tools and tests). */
+  partitionOf(sessionId: string): Partition {
+    return this.layout.of(sessionId);
   }
 
   /** Closes the connection if this log opened it. */

@@ -5,15 +5,23 @@ import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { SessionLogConfig } from './config.js';
 import { SessionLogError, SessionLogErrorCode, JsErrCode, jsErrorCode } from './errors.js';
+import { logLayout } from './layout.js';
+import type { LogLayout, Partition } from './layout.js';
 import { createSubjects } from './wire.js';
 
 const NANOS_PER_MS = 1_000_000;
 
 export interface LogHandles {
-  readonly sessions: KV;
-  readonly leases: KV;
+  readonly layout: LogLayout;
+  /** Each partition's registry and lease buckets, by partition index. */
+  readonly sessions: readonly KV[];
+  readonly leases: readonly KV[];
+  /** One bucket for the whole log: it is keyed by principal, whose sessions may be in any partition. */
   readonly principals: KV;
 }
+
+/** Stream metadata key holding the partition count the stream was made for. */
+export const PARTITIONS_METADATA_KEY = 'tether_partitions';
 
 /**
  * How long a principal's entry outlives its last change (a session created or
@@ -23,13 +31,16 @@ export interface LogHandles {
  */
 const PRINCIPAL_ENTRY_MIN_MS = 7 * 24 * 3_600_000;
 
-/** The stream config the log needs. Exported so tests and docs can show it. */
-export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamConfig> & { name: string } {
-  const subjects = createSubjects(config.subjectPrefix);
+/** The stream config partition `index` (default 0, the only one of an unpartitioned log) needs. Exported so tests and docs can show it. */
+export function desiredStreamConfig(config: SessionLogConfig, index = 0): Partial<StreamConfig> & { name: string } {
+  const subjects = createSubjects(config.subjectPrefix, config.partitions);
+  const partition = logLayout(config).partitions[index];
+  if (partition === undefined) throw new RangeError(`no partition ${index} in a log of ${config.partitions}`);
+  const logWildcard = subjects.partitionLogWildcard(index);
   return {
-    name: config.streamName,
+    name: partition.streamName,
     // The audit events share the stream, so they share its retention (max_age, max_bytes).
-    subjects: [subjects.logWildcard, subjects.auditWildcard],
+    subjects: [logWildcard, subjects.partitionAuditWildcard(index)],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     num_replicas: config.replicas,
@@ -45,7 +56,12 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
     // its stream sequence. Live readers listen there, never on the log subject
     // itself: a core subscription on `<prefix>.log.…` also sees publishes that
     // JetStream rejected (a tripped writer), which were never durable.
-    republish: { src: subjects.logWildcard, dest: subjects.liveWildcard },
+    // Every partition republishes into the one live subject space
+    // (`<prefix>.live.<session>.<stream>`, the partition token dropped), so
+    // a live reader needs no partition and the subscriptions stay per stream.
+    republish: { src: logWildcard, dest: subjects.liveWildcard },
+    ...(config.partitions > 1 ? { metadata: { [PARTITIONS_METADATA_KEY]: String(config.partitions) } } : {}),
+    ...(config.placementTags.length > 0 ? { placement: { cluster: '', tags: [...config.placementTags] } } : {}),
   };
 }
 
@@ -56,17 +72,62 @@ export function desiredStreamConfig(config: SessionLogConfig): Partial<StreamCon
  * operator's decision, never a side effect of starting one.
  */
 export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, config: SessionLogConfig): Promise<LogHandles> {
-  const want = desiredStreamConfig(config);
-  await ensureStream(jsm, want);
+  const layout = logLayout(config);
+  await checkPartitionCount(jsm, config);
   const kvm = new Kvm(nc);
-  // Buckets are read through the stream leader (allow_direct: false): right
-  // after an initialize on instance A, instance B must see the session.
-  const sessions = await ensureBucket(jsm, kvm, config.sessionsBucket, config.sessionIdleMs, config.replicas);
-  // Lease expiry lives in the value; the bucket's max age only collects
-  // leases nobody released (a writer that died and was never replaced).
-  const leases = await ensureBucket(jsm, kvm, config.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas);
-  const principals = await ensureBucket(jsm, kvm, config.principalsBucket, Math.max(PRINCIPAL_ENTRY_MIN_MS, 2 * config.sessionIdleMs), config.replicas);
-  return { sessions, leases, principals };
+  const tags = config.placementTags;
+  // Partitions are independent: made or checked side by side.
+  const parts = await Promise.all(
+    layout.partitions.map(async (partition: Partition) => {
+      await ensureStream(jsm, desiredStreamConfig(config, partition.index));
+      // Buckets are read through the stream leader (allow_direct: false): right
+      // after an initialize on instance A, instance B must see the session.
+      const sessions = await ensureBucket(jsm, kvm, partition.sessionsBucket, config.sessionIdleMs, config.replicas, tags);
+      // Lease expiry lives in the value; the bucket's max age only collects
+      // leases nobody released (a writer that died and was never replaced).
+      const leases = await ensureBucket(jsm, kvm, partition.leasesBucket, Math.max(config.sessionIdleMs, 60_000), config.replicas, tags);
+      return { sessions, leases };
+    }),
+  );
+  const principals = await ensureBucket(jsm, kvm, config.principalsBucket, Math.max(PRINCIPAL_ENTRY_MIN_MS, 2 * config.sessionIdleMs), config.replicas, tags);
+  return { layout, sessions: parts.map((p) => p.sessions), leases: parts.map((p) => p.leases), principals };
+}
+
+/**
+ * Refuses a partition count other than the one the deployment's log was
+ * made with. Sessions are placed by a hash of their id modulo the count, so
+ * another count would look for most sessions in a stream that does not hold
+ * them: every resume would be refused, and new sessions would land beside
+ * streams nobody reads. Read from partition 0's metadata, or from which of
+ * the one-partition and the many-partition streams exists.
+ */
+async function checkPartitionCount(jsm: JetStreamManager, config: SessionLogConfig): Promise<void> {
+  const single = logLayout({ ...config, partitions: 1 }).partitions[0]?.streamName as string;
+  const firstOfMany = logLayout({ ...config, partitions: 2 }).partitions[0]?.streamName as string;
+  const found = async (name: string): Promise<StreamConfig | undefined> => {
+    try {
+      return (await jsm.streams.info(name)).config;
+    } catch (err) {
+      if (jsErrorCode(err) === JsErrCode.streamNotFound || /stream not found/i.test(String(err))) return undefined;
+      throw unavailable(err);
+    }
+  };
+  const [one, many] = await Promise.all([found(single), found(firstOfMany)]);
+  const manyCount = many === undefined ? undefined : Number(many.metadata?.[PARTITIONS_METADATA_KEY] ?? NaN);
+  let existing: { count: number | undefined; names: string } | undefined;
+  if (config.partitions === 1 && many !== undefined) existing = { count: manyCount, names: `${firstOfMany}, …` };
+  else if (config.partitions > 1 && one !== undefined) existing = { count: 1, names: single };
+  else if (config.partitions > 1 && many !== undefined && manyCount !== config.partitions) existing = { count: manyCount, names: `${firstOfMany}, …` };
+  if (existing === undefined) return;
+  const count = existing.count !== undefined && Number.isSafeInteger(existing.count) ? String(existing.count) : 'an unknown number of';
+  throw new SessionLogError(
+    SessionLogErrorCode.incompatibleLog,
+    `the log of this deployment has ${count} partition(s) (${existing.names}), and this process was started with --log-partitions ${config.partitions}. ` +
+      'Sessions are placed by a hash of their id modulo the partition count, so another count would look for them in streams that do not hold them. ' +
+      `Start every process with --log-partitions ${count}. To change the count, run the new layout under a new --namespace beside this one, ` +
+      'send new sessions to it, and retire this one when its sessions have idled out (docs/design.md, "Partitions").',
+    { key: 'partitions', detail: { found: existing.count ?? null, configured: config.partitions } },
+  );
 }
 
 /** Creates the stream, or checks that the existing one is what the log needs. */
@@ -93,6 +154,10 @@ async function ensureStream(jsm: JetStreamManager, want: Partial<StreamConfig> &
   // allow_direct: replays read only through direct gets (a stream made by hand without it is refused, not changed).
   for (const key of ['retention', 'storage', 'num_replicas', 'max_age', 'max_msgs_per_subject', 'max_bytes', 'discard', 'duplicate_window', 'allow_direct'] as const) {
     if (existing[key] !== want[key]) diffs.push(`${key} is ${String(existing[key])}, config wants ${String(want[key])}`);
+  }
+  const wantCount = want.metadata?.[PARTITIONS_METADATA_KEY];
+  if (wantCount !== undefined && existing.metadata?.[PARTITIONS_METADATA_KEY] !== wantCount) {
+    diffs.push(`metadata ${PARTITIONS_METADATA_KEY} is ${JSON.stringify(existing.metadata?.[PARTITIONS_METADATA_KEY] ?? null)}, config wants ${wantCount}`);
   }
   const republish = existing.republish;
   if (republish?.src !== want.republish?.src || republish?.dest !== want.republish?.dest) {
@@ -122,8 +187,8 @@ async function addAuditSubject(jsm: JetStreamManager, existing: StreamConfig, wa
   }
 }
 
-async function ensureBucket(jsm: JetStreamManager, kvm: Kvm, bucket: string, ttlMs: number, replicas: number): Promise<KV> {
-  const opts = { history: 1, ttl: ttlMs, replicas, allow_direct: false } as Parameters<Kvm['create']>[1];
+async function ensureBucket(jsm: JetStreamManager, kvm: Kvm, bucket: string, ttlMs: number, replicas: number, tags: readonly string[]): Promise<KV> {
+  const opts = { history: 1, ttl: ttlMs, replicas, allow_direct: false, ...(tags.length > 0 ? { placement: { cluster: '', tags: [...tags] } } : {}) } as Parameters<Kvm['create']>[1];
   let kv: KV;
   try {
     kv = await kvm.create(bucket, opts);

@@ -64,13 +64,55 @@ export function namespaceNames(namespace: string): NamespaceNames {
   };
 }
 
+/** The most partitions a log may have: each is a stream and two buckets, so three Raft groups. */
+export const MAX_PARTITIONS = 256;
+
+/**
+ * The partition that holds a session: FNV-1a (32 bits) of the session id,
+ * modulo the partition count. The same hash as nats-server's subject-mapping
+ * `partition(n, …)`, so `<prefix>.log.{{partition(n,1)}}.{{wildcard(1)}}…`
+ * in a server mapping lands where the log writes. No lookup: any process
+ * that knows the count finds any session.
+ */
+export function partitionOf(sessionId: string, partitions: number): number {
+  if (partitions <= 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < sessionId.length; i += 1) {
+    // Session ids are ASCII (ids.ts), so a char code is its UTF-8 byte.
+    hash ^= sessionId.charCodeAt(i) & 0xff;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % partitions;
+}
+
+/**
+ * The name of partition `index` of a stream or bucket. One partition is
+ * today's layout, exactly (`TETHER_LOG`). With more, the index goes between
+ * the base and the namespace, `TETHER_LOG-3` and `TETHER_LOG-3_staging`, so
+ * no partitioned name equals any namespace's unpartitioned one (a namespace
+ * is appended after `_` and may itself contain `-3`). A name the caller set
+ * explicitly (not derived from the namespace) gets `-<index>` appended.
+ */
+export function partitionName(name: string, derived: { readonly base: string; readonly namespace: string } | undefined, index: number, partitions: number): string {
+  if (partitions <= 1) return name;
+  if (derived === undefined) return `${name}-${index}`;
+  return derived.namespace === '' ? `${derived.base}-${index}` : `${derived.base}-${index}_${derived.namespace}`;
+}
+
 export interface Subjects {
-  /** `<prefix>.log.>`: what the log stream captures. */
+  /** `<prefix>.log.>`: what the log streams capture, every partition's. */
   readonly logWildcard: string;
-  /** `<prefix>.log.<session>.<stream>`: one stream of one session. */
+  /**
+   * `<prefix>.log.<session>.<stream>`: one stream of one session; with more
+   * than one partition `<prefix>.log.<partition>.<session>.<stream>`.
+   */
   log(sessionId: string, stream: string): string;
-  /** `<prefix>.log.<session>.>`: every stream of a session (purge filter). */
+  /** `<prefix>.log[.<partition>].<session>.>`: every stream of a session (purge filter). */
   sessionLogs(sessionId: string): string;
+  /** What partition `index`'s stream captures: `<prefix>.log.<index>.>` (`<prefix>.log.>` with one partition). */
+  partitionLogWildcard(index: number): string;
+  /** `<prefix>.audit[.<index>].>`: the audit events partition `index`'s stream captures. */
+  partitionAuditWildcard(index: number): string;
   /** `<prefix>.live.>`: where the stream republishes every stored event. */
   readonly liveWildcard: string;
   /** `<prefix>.live.<session>.<stream>`: stored events of one stream, as the server republishes them. */
@@ -80,12 +122,12 @@ export interface Subjects {
   /** `<prefix>.writer.<writer>`: a writer process's presence; "no responders" there means it is gone. */
   writer(writerId: string): string;
   /**
-   * `<prefix>.audit.>`: what the log stream also captures, for the audit
+   * `<prefix>.audit.>`: what the log streams also capture, for the audit
    * events (metadata of each request, `audit.ts`). Outside `log.>`, so a
    * session's close does not purge them and they are not republished.
    */
   readonly auditWildcard: string;
-  /** `<prefix>.audit.<session>`: the audit events of one session. */
+  /** `<prefix>.audit[.<partition>].<session>`: the audit events of one session, in its partition. */
   audit(sessionId: string): string;
   /** `<prefix>.admin.<instance>`: operator requests to one gateway instance (`drain`), from tether-admin. */
   admin(instanceId: string): string;
@@ -105,17 +147,27 @@ export interface Subjects {
   taskEvent(taskId: string): string;
 }
 
-export function createSubjects(prefix: string): Subjects {
+/**
+ * The subjects of a log with `partitions` partitions (default 1: today's
+ * subjects, exactly). Only what the log streams store carries the
+ * partition (events and audit events); everything core-NATS (live, control,
+ * presence, admin) is one subject space, so a connection's shared
+ * subscriptions stay one each, whatever the partition count.
+ */
+export function createSubjects(prefix: string, partitions = 1): Subjects {
+  const within = (sessionId: string): string => (partitions <= 1 ? sessionId : `${partitionOf(sessionId, partitions)}.${sessionId}`);
   return {
     logWildcard: `${prefix}.log.>`,
-    log: (sessionId, stream) => `${prefix}.log.${sessionId}.${stream}`,
-    sessionLogs: (sessionId) => `${prefix}.log.${sessionId}.>`,
+    log: (sessionId, stream) => `${prefix}.log.${within(sessionId)}.${stream}`,
+    sessionLogs: (sessionId) => `${prefix}.log.${within(sessionId)}.>`,
+    partitionLogWildcard: (index) => (partitions <= 1 ? `${prefix}.log.>` : `${prefix}.log.${index}.>`),
+    partitionAuditWildcard: (index) => (partitions <= 1 ? `${prefix}.audit.>` : `${prefix}.audit.${index}.>`),
     liveWildcard: `${prefix}.live.>`,
     live: (sessionId, stream) => `${prefix}.live.${sessionId}.${stream}`,
     control: (sessionId) => `${prefix}.ctl.${sessionId}`,
     writer: (writerId) => `${prefix}.writer.${writerId}`,
     auditWildcard: `${prefix}.audit.>`,
-    audit: (sessionId) => `${prefix}.audit.${sessionId}`,
+    audit: (sessionId) => `${prefix}.audit.${within(sessionId)}`,
     admin: (instanceId) => `${prefix}.admin.${instanceId}`,
     taskWildcard: `${prefix}.edge.task.>`,
     task: (taskId) => `${prefix}.edge.task.${taskId}`,
