@@ -5,7 +5,8 @@
  * instance would gain by being handed an event when its append is acked
  * instead of waiting for the republish (docs/design.md, "Live events come
  * from the server's republish"). 2,000 sequential appends of 200 bytes on a
- * private nats-server (NATS_SERVER_BIN, else the system's). Prints figures.
+ * private nats-server (the test kit's: NATS_SERVER_BIN, else
+ * `scripts/nats-server.sh current`; never older than 2.11). Prints figures.
  */
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';

@@ -7,10 +7,10 @@ import type { SamplePlan } from './resume.js';
 /**
  * JetStream API requests one resume makes, counted by listening on
  * `$JS.API.>` from a second connection (core subscriptions are not counted).
- * That covers both read paths: the 2.9 one (`STREAM.MSG.GET`, consumer
- * create/info/fetch/delete) and the current one (`DIRECT.GET`, where a batch
- * direct get is one request however many messages it answers with: the
- * answers go to the requester's inbox, which this does not see).
+ * A batch direct get (`DIRECT.GET`) is one request however many messages it
+ * answers with: the answers go to the requester's inbox, which this does not
+ * see. Any other kind (`STREAM.MSG.GET`, a consumer's requests) is counted
+ * under its own name, so a read path that changes shows.
  */
 export async function countResumeApiCalls(
   monitor: NatsConnection,
@@ -29,7 +29,7 @@ export async function countResumeApiCalls(
   await monitor.flush();
   await log.connection.flush();
   await resumeOnce(log, fill, principal, plan);
-  // The reader deletes its consumer (if it made one) without waiting; give that request time to land.
+  // A request the reader sends without waiting for its answer (a cleanup) is given time to land.
   await new Promise((resolve) => setTimeout(resolve, 200));
   await log.connection.flush();
   await monitor.flush();

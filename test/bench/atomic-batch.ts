@@ -33,16 +33,15 @@
  * batch, a stream without `allow_atomic`). `--chunks` records an SDK
  * upstream's burst with the pump's pattern and prints how many SSE events
  * each body chunk held (`--delay-ms` paces the upstream). `NATS_SERVER_BIN` picks the server; default
- * `scripts/nats-server.sh current`.
+ * `scripts/nats-server.sh current` (the test kit refuses one older than 2.11).
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { LogHeader, newEpoch, SseParser } from '@tether/protocol';
-import { natsServerVersion, startMcpUpstream, startNatsCluster, startNatsServer } from '@tether/testing';
+import { findNatsServerBinary, natsServerVersion, startMcpUpstream, startNatsCluster, startNatsServer } from '@tether/testing';
 import { median } from './stats.js';
 
 const STREAM = 'BENCH_BATCH';
@@ -57,7 +56,7 @@ const option = (name: string, fallback: string): string => {
 const EVENTS = Number(option('events', '2048'));
 const ROUNDS = Number(option('rounds', '3'));
 const SYNCS = option('sync', 'default,always').split(',');
-const bin = process.env.NATS_SERVER_BIN ?? execFileSync('scripts/nats-server.sh', ['current'], { encoding: 'utf8' }).trim();
+const bin = findNatsServerBinary();
 
 /** One writer's view of its stream: the last event's seq and position, and the position its next message will get. */
 interface Chain {

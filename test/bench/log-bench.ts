@@ -1,12 +1,11 @@
 /**
  * `npm run bench:log`: append throughput and resume latency of the session
  * log, beside raw JetStream publish-with-ack and the official MCP SDK's
- * example in-memory event store, on two nats-servers in one run: the current
- * one (`scripts/nats-server.sh current`) and the 2.9.10 floor
- * (`scripts/nats-server.sh floor`), one after the other, each measured by the
- * same code (log-server.ts). Then append throughput again on a current
- * server started with `sync_interval: always`. Prints the servers side by
- * side (progress on stderr, results on stdout) and writes
+ * example in-memory event store, on the current nats-server
+ * (`scripts/nats-server.sh current`: NATS_SERVER_BIN, else the newest it can
+ * find or fetch; never older than 2.11). Then append throughput again on a
+ * server of the same binary started with `sync_interval: always`. Prints the
+ * figures (progress on stderr, results on stdout) and writes
  * bench-results/log-bench.json and the charts. Never asserts: DESIGN section
  * 12's targets are printed next to the figures.
  *
@@ -15,7 +14,6 @@
  *   more run only if the fill rate measured on that server says they fit in
  *   BENCH_LOG_MAX_FILL_S, default 240 s);
  * - BENCH_LOG_ROUNDS (throughput rounds, default 3);
- * - BENCH_LOG_SERVERS (default `current,floor`; `current` or `floor` alone);
  * - BENCH_LOG_SYNC_ALWAYS=yes|no (default yes);
  * - BENCH_LOG_PEERS=yes|no (default yes): the peer stores of DESIGN §12
  *   (peers/log-peers.ts): server-everything's store and a Redis store in two
@@ -38,13 +36,12 @@ import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeLogCharts } from './charts.js';
-import { FLOOR_TODAY } from './floor-today.js';
 import { measureServer, measureSyncAlways } from './log-server.js';
 import { LogPeers } from './peers/log-peers.js';
 import type { PeerRun } from './peers/log-peers.js';
-import type { RunKnobs, ServerRole, ServerRun, SyncAlwaysRun } from './log-server.js';
+import type { RunKnobs, ServerRun, SyncAlwaysRun } from './log-server.js';
 import { renderReport, serverLabel } from './log-report.js';
-import { currentTargets, floorComparison } from './log-targets.js';
+import { currentTargets } from './log-targets.js';
 import { PAYLOAD_BYTES } from './payload.js';
 import { progress, setProgressTag } from './stats.js';
 
@@ -60,26 +57,22 @@ const knobs: RunKnobs = {
   tputCounts: new Map([[1, Math.round(5_000 * scale)], [64, Math.round(20_000 * scale)]]),
   samples: Number(env('BENCH_LOG_SAMPLES', '200')),
 };
-const roles = env('BENCH_LOG_SERVERS', 'current,floor').split(',').map((role): ServerRole => {
-  if (role !== 'current' && role !== 'floor') throw new Error(`BENCH_LOG_SERVERS lists current and/or floor, not ${role}`);
-  return role;
-});
+// Issue 24 took the 2.9.10 floor out of the bench: one server is measured.
+if ((process.env['BENCH_LOG_SERVERS'] ?? 'current') !== 'current') throw new Error('BENCH_LOG_SERVERS is gone: bench:log measures the current nats-server only (NATS_SERVER_BIN picks another, 2.11 or later)');
 const syncAlwaysWanted = env('BENCH_LOG_SYNC_ALWAYS', 'yes') === 'yes';
 const peersWanted = env('BENCH_LOG_PEERS', 'yes');
 if (peersWanted !== 'yes' && peersWanted !== 'no') throw new Error(`BENCH_LOG_PEERS must be yes or no, not ${peersWanted}`);
 const outDir = process.env['BENCH_LOG_OUT'];
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** `scripts/nats-server.sh current|floor`: the binary's path (it may fetch the current one first). */
-function serverBin(role: ServerRole): string {
-  return execFileSync(join(root, 'scripts', 'nats-server.sh'), [role], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+/** `scripts/nats-server.sh current`: the binary's path (it may fetch one first; it refuses one older than 2.11, saying why). */
+function serverBin(): string {
+  return execFileSync(join(root, 'scripts', 'nats-server.sh'), ['current'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
 async function main(): Promise<void> {
   const started = performance.now();
-  const bins = roles.map((role) => ({ role, bin: serverBin(role) }));
-  const current = bins.find((b) => b.role === 'current');
-  if (bins.length === 2 && bins[0]?.bin === bins[1]?.bin) progress(`WARNING: current and floor are the same binary (${bins[0]?.bin}): no current server to compare`);
+  const bin = serverBin();
   const machine = {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
@@ -88,25 +81,22 @@ async function main(): Promise<void> {
     node: process.version,
     loadAvgAtStart: loadavg().map((x) => Number(x.toFixed(2))),
   };
-  progress(`servers: ${bins.map((b) => `${b.role} ${b.bin}`).join(', ')}; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion})`);
+  progress(`server: ${bin}; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion})`);
 
   setProgressTag('peers');
   const peers = peersWanted === 'yes' ? await LogPeers.start(knobs) : undefined;
   const runs: ServerRun[] = [];
   let syncAlways: SyncAlwaysRun | undefined;
   try {
-    for (const [i, { role, bin }] of bins.entries()) {
-      setProgressTag(role);
-      // The peers do not depend on the server: they are resumed at the first server's levels only.
-      const run = await measureServer(role, bin, knobs, i === 0 ? peers : undefined);
-      if (i === 0 && run.skipped !== undefined) peers?.noteSkipped(knobs.levels.filter((e) => !run.levels.some((l) => l.events === e)), run.skipped);
-      // Their levels are done: their redis-servers (and any AOF rewrite) must not run beside the next server's figures.
-      if (i === 0) await peers?.close();
-      runs.push(run);
-    }
-    if (syncAlwaysWanted && current !== undefined) {
+    setProgressTag('current');
+    const run = await measureServer(bin, knobs, peers);
+    if (run.skipped !== undefined) peers?.noteSkipped(knobs.levels.filter((e) => !run.levels.some((l) => l.events === e)), run.skipped);
+    // Their levels are done: their redis-servers (and any AOF rewrite) must not run beside the sync-always figures.
+    await peers?.close();
+    runs.push(run);
+    if (syncAlwaysWanted) {
       setProgressTag('sync-always');
-      syncAlways = await measureSyncAlways(current.bin, knobs);
+      syncAlways = await measureSyncAlways(bin, knobs);
     }
   } catch (err) {
     await peers?.close().catch(() => undefined);
@@ -115,7 +105,7 @@ async function main(): Promise<void> {
   let peerRun: PeerRun | undefined;
   if (peers !== undefined) {
     setProgressTag('peers');
-    peerRun = await peers.finish(current?.bin ?? bins[0]?.bin);
+    peerRun = await peers.finish(bin);
   }
   setProgressTag('');
 
@@ -125,14 +115,13 @@ async function main(): Promise<void> {
     '# Tether session log benchmark (`npm run bench:log`)',
     '',
     `machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB RAM, ${machine.os}; node ${machine.node}`,
-    `servers, one after the other, each private (single node, file storage, removed afterwards) on the same machine: ${runs.map((r) => `${serverLabel(r)} (${r.bin})`).join('; ')}`,
+    `server: private (single node, file storage, removed afterwards) on the same machine: ${runs.map((r) => `${serverLabel(r)} (${r.bin})`).join('; ')}`,
     `payload: ${PAYLOAD_BYTES}-byte JSON-RPC notifications/progress; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion}), ${knobs.samples} resumes per level, ${knobs.rounds} throughput rounds`,
     `load average (1/5/15 min) at start ${machine.loadAvgAtStart.join(' / ')}, at end ${loadAvgAtEnd.join(' / ')}, on ${machine.cpus} cores (other work on the box skews every figure)`,
   ].join('\n');
-  process.stdout.write(`${renderReport({ header, runs, syncAlways, today: FLOOR_TODAY, peers: peerRun, runtimeS })}\n`);
+  process.stdout.write(`${renderReport({ header, runs, syncAlways, peers: peerRun, runtimeS })}\n`);
 
   const currentRun = runs.find((r) => r.role === 'current');
-  const floorRun = runs.find((r) => r.role === 'floor');
   const results = {
     at: new Date().toISOString(),
     machine: { ...machine, loadAvgAtEnd },
@@ -141,8 +130,6 @@ async function main(): Promise<void> {
     servers: runs,
     syncAlways,
     targets: currentRun ? currentTargets(currentRun) : undefined,
-    floorToday: { ...FLOOR_TODAY, resume: Object.fromEntries(FLOOR_TODAY.resume) },
-    floorVsToday: floorRun ? floorComparison(floorRun, FLOOR_TODAY) : undefined,
     peers: peerRun,
     runtimeS,
   };

@@ -1,10 +1,8 @@
 /**
- * The printed report of `npm run bench:log`: one column per server measured
- * (current, current with `sync_interval: always` for appends, the 2.9.10
- * floor), today's 2.9.10 figures beside the floor's, and a target column
- * judged on the current server; then the targets on their own.
+ * The printed report of `npm run bench:log`: a column for the server
+ * measured (and one with `sync_interval: always` for appends), and a target
+ * column judged on it; then the targets on their own.
  */
-import type { FloorToday } from './floor-today.js';
 import type { Level, ServerRun, SyncAlwaysRun } from './log-server.js';
 import * as t from './log-targets.js';
 import type { PeerRun } from './peers/log-peers.js';
@@ -17,7 +15,6 @@ export interface ReportInput {
   readonly header: string;
   readonly runs: readonly ServerRun[];
   readonly syncAlways: SyncAlwaysRun | undefined;
-  readonly today: FloorToday;
   /** The peer stores of DESIGN §12 (peers/), when measured. */
   readonly peers?: PeerRun | undefined;
   readonly runtimeS: number;
@@ -25,23 +22,21 @@ export interface ReportInput {
 
 export const serverLabel = (run: { role: string; version: string }): string => `${run.role} ${run.version}`;
 
-/** One row: a figure, a cell per server (and the sync-always column), today's 2.9.10 figure with its verdict, the current server's target. */
+/** One row: a figure, a cell per server (and the sync-always column), the current server's target. */
 interface Row {
   readonly figure: string;
   readonly cell: (run: ServerRun) => string;
   readonly sync?: string;
-  readonly today?: readonly [text: string, verdict: string];
   readonly target?: string;
 }
 
 interface Ctx extends ReportInput {
   readonly current: ServerRun | undefined;
-  readonly floor: ServerRun | undefined;
 }
 
 export function renderReport(input: ReportInput): string {
-  const ctx: Ctx = { ...input, current: input.runs.find((r) => r.role === 'current'), floor: input.runs.find((r) => r.role === 'floor') };
-  const { runs, syncAlways, current, floor, today } = ctx;
+  const ctx: Ctx = { ...input, current: input.runs.find((r) => r.role === 'current') };
+  const { runs, syncAlways, current } = ctx;
   const out = [input.header, ''];
 
   out.push('## Append throughput (events/s, median of rounds; 1 untimed append per stream first, so writers are open)', '');
@@ -58,7 +53,7 @@ export function renderReport(input: ReportInput): string {
 
   out.push('', '## Resume latency, 100-event backlog (ms; from the call until the 100th event is in hand)', '');
   out.push(sideBySide(ctx, resumeRows(ctx), false), '');
-  out.push('* diagnostic: the same 100 events read with a bare ephemeral filtered consumer (create + fetch), or with one batch direct get (2.11+); no classification or checks.');
+  out.push('* diagnostic: the same 100 events read with one batch direct get; no classification or checks.');
   for (const r of runs) {
     if (r.skipped !== undefined) out.push(`${serverLabel(r)}: ${r.skipped}`);
     const paths = r.logServer === undefined ? 'not reported (no log.server in this build)' : `replay ${r.logServer.replay}, classify ${r.logServer.classify} (log.server: ${r.logServer.version})`;
@@ -80,10 +75,6 @@ export function renderReport(input: ReportInput): string {
   const targetTable = (rows: readonly t.TargetRow[], wanted: string): string =>
     table(['figure', wanted, 'measured', 'verdict'], rows.map((r) => [r.target, r.wanted, r.measured, r.verdict]));
   if (current) out.push('', `## DESIGN §12 targets on the current server (${current.version})`, '', targetTable(t.currentTargets(current), 'wanted'));
-  if (floor) {
-    out.push('', `## ${floor.version}: no worse than today's figures`, '', targetTable(t.floorComparison(floor, today), 'today'), '');
-    out.push(`† today's ${today.version} figures: ${today.source} (test/bench/floor-today.ts). Single runs on a shared box: read every figure as ± 30 %.`);
-  }
   if (input.peers !== undefined) out.push('', renderPeers(input.peers, runs));
   const parts = [...runs.map((r) => `${serverLabel(r)} ${r.seconds.toFixed(0)} s`), ...(syncAlways ? [`sync always ${syncAlways.seconds.toFixed(0)} s`] : [])];
   out.push('', `total bench runtime: ${input.runtimeS.toFixed(0)} s (${parts.join(', ')})`);
@@ -91,47 +82,37 @@ export function renderReport(input: ReportInput): string {
 }
 
 function sideBySide(ctx: Ctx, rows: readonly Row[], withSync: boolean): string {
-  const { runs, current, floor, syncAlways, today } = ctx;
+  const { runs, current, syncAlways } = ctx;
   const syncHere = (r: ServerRun): boolean => withSync && r === current && syncAlways !== undefined;
   const header = [
     'figure',
     ...runs.flatMap((r) => [serverLabel(r), ...(syncHere(r) ? [`${serverLabel(r)}, sync_interval always`] : [])]),
-    ...(floor ? [`${today.version} today†`, `${floor.version} vs today`] : []),
     ...(current ? [`target (${serverLabel(current)})`] : []),
   ];
   const body = rows.map((row) => [
     row.figure,
     ...runs.flatMap((r) => [row.cell(r), ...(syncHere(r) ? [row.sync ?? ''] : [])]),
-    ...(floor ? [row.today?.[0] ?? '', row.today?.[1] ?? ''] : []),
     ...(current ? [row.target ?? ''] : []),
   ]);
   return table(header, body);
 }
 
 function appendRows(ctx: Ctx): Row[] {
-  const { runs, syncAlways, current, floor, today } = ctx;
+  const { runs, syncAlways, current } = ctx;
   const concurrencies = [...new Set(runs.flatMap((r) => r.throughput.map((x) => x.concurrency)))].sort((a, b) => a - b);
   return concurrencies.flatMap((c): Row[] => {
     const at64 = c === t.TARGETS.appendAt;
     const streams = c === 1 ? '1 stream' : `${c} streams`;
     const sync = (target: Target): number => (syncAlways ? t.tput(syncAlways.throughput, target, c) : Number.NaN);
-    const events = (target: Target, figure: string, todayValue: number, judged: boolean): Row => {
-      const now = floor ? t.tput(floor.throughput, target, c) : Number.NaN;
-      // Raw figures are the server's, not Tether's: today's stands beside them, only Tether's is judged.
-      const vs = at64 && floor ? ([int(todayValue), judged ? t.versusToday(now, todayValue, true) : ''] as const) : undefined;
-      return { figure: `${figure}, ${streams}`, cell: (r) => int(t.tput(r.throughput, target, c)), sync: int(sync(target)), ...opt('today', vs) };
-    };
-    const todayShare = c === 1 ? today.append.ratio1 : at64 ? today.append.ratio64 : undefined;
-    const shareVs = todayShare !== undefined && floor ? ([t.pct(todayShare), t.versusToday(t.appendShare(floor, c), todayShare, true)] as const) : undefined;
+    const events = (target: Target, figure: string): Row => ({ figure: `${figure}, ${streams}`, cell: (r) => int(t.tput(r.throughput, target, c)), sync: int(sync(target)) });
     return [
-      events('raw', 'raw publish+ack', today.append.raw64, false),
-      events('raw-shaped', 'raw, tether-shaped*', today.append.shaped64, false),
-      events('tether', 'Tether append', today.append.tether64, true),
+      events('raw', 'raw publish+ack'),
+      events('raw-shaped', 'raw, tether-shaped*'),
+      events('tether', 'Tether append'),
       {
         figure: `Tether / raw, ${streams}`,
         cell: (r) => t.pct(t.appendShare(r, c)),
         sync: t.pct(sync('tether') / sync('raw')),
-        ...opt('today', shareVs),
         ...opt('target', at64 && current ? `≥ ${t.pct(t.TARGETS.appendShare)}: ${t.appendVerdict(current)}` : undefined),
       },
     ];
@@ -139,39 +120,30 @@ function appendRows(ctx: Ctx): Row[] {
 }
 
 function resumeRows(ctx: Ctx): Row[] {
-  const { runs, current, floor, today } = ctx;
+  const { runs, current } = ctx;
   const pair = (s: Summary | undefined): string => (s === undefined ? 'n/a' : `${ms(s.p50)} / ${ms(s.p99)}`);
   const rows = levelsOf(runs).flatMap((e): Row[] => {
     const lv = (r: ServerRun): Level | undefined => t.levelAt(r, e);
-    const was = today.resume.get(e);
-    const fl = floor && lv(floor);
     const cur = current && lv(current);
-    const vs = (now: number | undefined, then: number | undefined, fmt: (x: number) => string, higher: boolean) =>
-      then !== undefined && floor ? ([fmt(then), t.versusToday(now ?? Number.NaN, then, higher)] as const) : undefined;
     const target = (text: string, ok: (l: Level) => t.Verdict) => (cur ? `${text}: ${ok(cur)}` : undefined);
-    const direct = (l: Level | undefined): string => (l === undefined ? 'n/a' : l.rawDirectBatch === undefined ? '— (< 2.11)' : pair(l.rawDirectBatch));
     const at = `@ ${int(e)}`;
     return [
       {
         figure: `Tether p50 ${at}`,
         cell: (r) => ms(lv(r)?.tether.total.p50 ?? Number.NaN),
-        ...opt('today', vs(fl?.tether.total.p50, was?.p50, ms, false)),
         ...opt('target', target(`≤ ${t.TARGETS.resumeP50Ms} ms`, t.p50Verdict)),
       },
       {
         figure: `Tether p99 ${at}`,
         cell: (r) => ms(lv(r)?.tether.total.p99 ?? Number.NaN),
-        ...opt('today', vs(fl?.tether.total.p99, was?.p99, ms, false)),
         ...opt('target', target(`≤ ${t.TARGETS.resumeP99Ms} ms`, t.p99Verdict)),
       },
       { figure: `Tether classify / 1st event p50 ${at}`, cell: (r) => withLevel(lv(r), (l) => `${ms(l.tether.classify.p50)} / ${ms(l.tether.firstEvent.p50)}`) },
-      { figure: `raw consumer read p50 / p99* ${at}`, cell: (r) => pair(lv(r)?.rawReplay) },
-      { figure: `raw batch direct get p50 / p99* ${at}`, cell: (r) => direct(lv(r)) },
+      { figure: `raw batch direct get p50 / p99* ${at}`, cell: (r) => pair(lv(r)?.rawDirectBatch) },
       { figure: `SDK store p50 / p99 ${at}`, cell: (r) => pair(lv(r)?.sdk.total) },
       {
         figure: `SDK / Tether p50 ${at}`,
         cell: (r) => ratio(t.sdkFactor(lv(r))),
-        ...opt('today', vs(t.sdkFactor(fl), was?.sdkRatio, ratio, true)),
         ...opt('target', e === t.TARGETS.sdkAt ? target(`≥ ${t.TARGETS.sdkFactor}×`, (l) => t.sdkVerdict(l)) : undefined),
       },
       { figure: `samples Tether / SDK; anomalies ${at}`, cell: (r) => withLevel(lv(r), (l) => `${l.tether.total.n} / ${l.sdk.total.n}; ${l.tether.anomalies + l.sdk.anomalies}`) },

@@ -1,19 +1,17 @@
 /**
- * One server's part of `npm run bench:log`: the same code for every
- * nats-server binary, so figures side by side differ only by the server.
- * Each call starts its own private server (single node, file storage, fresh
- * store dir) and removes it afterwards.
+ * The server's part of `npm run bench:log`. Each call starts its own private
+ * server (single node, file storage, fresh store dir) and removes it
+ * afterwards.
  */
 import { loadavg } from 'node:os';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { principalDigest, SessionLog } from '@tether/session-log';
-import { natsVersionAtLeast, startNatsServer } from '@tether/testing';
+import { startNatsServer } from '@tether/testing';
 import { createRng } from '../shared/random.js';
 import { countResumeApiCalls } from './api-calls.js';
 import { LogFill } from './fill.js';
 import type { FillReport } from './fill.js';
-import { measureRawDirectBatch, measureRawReplay } from './raw-read.js';
+import { measureRawDirectBatch } from './raw-read.js';
 import type { LogLayout } from './raw-read.js';
 import { measureSdkResume, measureTetherResume, planSamples } from './resume.js';
 import type { SampleBudget, SamplePlan, SdkResumeResult, TetherResumeResult } from './resume.js';
@@ -22,8 +20,12 @@ import type { Summary } from './stats.js';
 import { measureThroughput } from './throughput.js';
 import type { ThroughputResult } from './throughput.js';
 
-/** `current` is the server the targets are for; `floor` is 2.9.10. */
-export type ServerRole = 'current' | 'floor';
+/**
+ * The one server measured, the one the targets are for. The field stays in
+ * the results (and the charts' labels) as it was when a second, older
+ * server was measured beside it.
+ */
+export type ServerRole = 'current';
 
 export interface RunKnobs {
   /** Stored-event levels of the resume measurement, ascending. */
@@ -43,10 +45,8 @@ export interface Level {
   readonly fill: FillReport;
   readonly tether: TetherResumeResult;
   readonly sdk: SdkResumeResult;
-  /** Diagnostic: the same events read with a bare filtered consumer. */
-  readonly rawReplay: Summary;
-  /** Diagnostic: the same events read with one batch direct get (servers 2.11+ only). */
-  readonly rawDirectBatch: Summary | undefined;
+  /** Diagnostic: the same events read with one batch direct get. */
+  readonly rawDirectBatch: Summary;
   readonly apiCallsPerResume: Record<string, number>;
 }
 
@@ -88,21 +88,21 @@ const FILL_CONCURRENCY = 128;
 const LAYOUT: LogLayout = { streamName: 'BENCH_RESUME', subjectOf: (session, stream) => `resume.log.${session}.${stream}` };
 
 /** Throughput, then resume latency at every level, on a private server running `bin`; `peers`, if given, are measured at each level too. */
-export async function measureServer(role: ServerRole, bin: string, knobs: RunKnobs, peers?: LevelPeers): Promise<ServerRun> {
+export async function measureServer(bin: string, knobs: RunKnobs, peers?: LevelPeers): Promise<ServerRun> {
   const started = performance.now();
   const start = loadNow();
   const server = await startNatsServer({ bin });
   try {
     progress(`nats-server ${server.version} (${bin}), store ${server.storeDir}`);
     const throughput = await measureThroughput({ url: server.url, rounds: knobs.rounds, counts: knobs.tputCounts });
-    const resume = await measureResumeLevels(server.url, server.version, knobs, peers);
-    return { role, version: server.version, bin, ...resume, throughput, seconds: (performance.now() - started) / 1000, loadAvg: { start, end: loadNow() } };
+    const resume = await measureResumeLevels(server.url, knobs, peers);
+    return { role: 'current', version: server.version, bin, ...resume, throughput, seconds: (performance.now() - started) / 1000, loadAvg: { start, end: loadNow() } };
   } finally {
     await server.cleanup();
   }
 }
 
-/** Append throughput only, on a private server with `sync_interval: always` (2.10+), checked on /varz. */
+/** Append throughput only, on a private server with `sync_interval: always`, checked on /varz. */
 export async function measureSyncAlways(bin: string, knobs: RunKnobs): Promise<SyncAlwaysRun> {
   const started = performance.now();
   const server = await startNatsServer({ bin, configLines: ['jetstream { sync_interval: always }'] });
@@ -128,7 +128,6 @@ async function syncAlwaysOnVarz(monitorPort: number): Promise<boolean | undefine
 
 async function measureResumeLevels(
   url: string,
-  version: string,
   knobs: RunKnobs,
   peers: LevelPeers | undefined,
 ): Promise<{ levels: Level[]; skipped: string | undefined; logServer: LogServerInfo | undefined }> {
@@ -146,8 +145,6 @@ async function measureResumeLevels(
   const logServer = logServerInfo(log);
   progress(logServer === undefined ? 'log.server: not exposed by this build' : `log.server: ${logServer.version}, replay ${logServer.replay}, classify ${logServer.classify}`);
   const monitor = await connect({ servers: url, noAsyncTraces: true });
-  const jsm = await jetstreamManager(monitor);
-  const js = jetstream(monitor);
   const fill = new LogFill(log, principal, rand);
   const budget = { warmup: 10, max: knobs.samples, min: Math.min(30, knobs.samples), budgetMs: 60_000 };
   const sdkBudget = { warmup: 2, max: knobs.samples, min: Math.min(10, knobs.samples), budgetMs: 20_000 };
@@ -175,15 +172,13 @@ async function measureResumeLevels(
       const plans = planSamples(fill, knobs.samples + budget.warmup, rand);
       const tether = await measureTetherResume(log, fill, principal, plans, budget);
       progress(`tether resume p50 ${ms(tether.total.p50)} ms, p99 ${ms(tether.total.p99)} ms (n=${tether.total.n})`);
-      const rawReplay = await measureRawReplay(jsm, js, LAYOUT, fill, plans, budget);
-      progress(`raw filtered-consumer read p50 ${ms(rawReplay.p50)} ms, p99 ${ms(rawReplay.p99)} ms`);
-      const rawDirectBatch = natsVersionAtLeast(version, 2, 11) ? await measureRawDirectBatch(monitor, LAYOUT, fill, plans, budget) : undefined;
-      if (rawDirectBatch !== undefined) progress(`raw batch direct get p50 ${ms(rawDirectBatch.p50)} ms, p99 ${ms(rawDirectBatch.p99)} ms`);
+      const rawDirectBatch = await measureRawDirectBatch(monitor, LAYOUT, fill, plans, budget);
+      progress(`raw batch direct get p50 ${ms(rawDirectBatch.p50)} ms, p99 ${ms(rawDirectBatch.p99)} ms`);
       const apiCallsPerResume = await countResumeApiCalls(monitor, log, fill, principal, plans[0] ?? { stream: 0, cursor: 0 });
       const sdk = await measureSdkResume(fill, events, plans, sdkBudget);
       progress(`sdk store p50 ${ms(sdk.total.p50)} ms, p99 ${ms(sdk.total.p99)} ms (n=${sdk.total.n})`);
       if (peers !== undefined) await peers.atLevel(fill, events, plans, sdkBudget);
-      levels.push({ events, fill: report, tether, sdk, rawReplay, rawDirectBatch, apiCallsPerResume });
+      levels.push({ events, fill: report, tether, sdk, rawDirectBatch, apiCallsPerResume });
     }
   } finally {
     await monitor.close();

@@ -1,9 +1,7 @@
 /**
- * DESIGN section 12's session-log targets, judged on one server's run, and
- * the 2.9.10 floor's rule (no worse than today's figures). Printed, never
- * asserted (STYLE.md: benchmarks are commands that print figures).
+ * DESIGN section 12's session-log targets, judged on the server's run.
+ * Printed, never asserted (STYLE.md: benchmarks are commands that print figures).
  */
-import type { FloorToday } from './floor-today.js';
 import type { Level, ServerRun } from './log-server.js';
 import { int, ms, ratio } from './stats.js';
 import type { Target } from './throughput.js';
@@ -95,34 +93,5 @@ export function currentTargets(run: ServerRun): TargetRow[] {
     measured: pct(appendShare(run, TARGETS.appendAt)),
     verdict: appendVerdict(run),
   });
-  return rows;
-}
-
-/** `no worse` / `WORSE` than today's figure; '' when there is none. Figures within noise still count: read with the run's ± noise. */
-export function versusToday(now: number, today: number | undefined, higherIsBetter: boolean): string {
-  if (today === undefined) return '';
-  if (!Number.isFinite(now)) return 'not measured';
-  return (higherIsBetter ? now >= today : now <= today) ? 'no worse' : 'WORSE';
-}
-
-/** The floor run against today's 2.9.10 figures, one row each. */
-export function floorComparison(run: ServerRun, today: FloorToday): TargetRow[] {
-  const row = (target: string, todayValue: number | undefined, now: number, fmt: (x: number) => string, higherIsBetter: boolean): TargetRow => ({
-    target,
-    wanted: todayValue === undefined ? 'n/a' : `${higherIsBetter ? '≥' : '≤'} ${fmt(todayValue)} (today)`,
-    measured: fmt(now),
-    verdict: versusToday(now, todayValue, higherIsBetter),
-  });
-  const rows: TargetRow[] = [
-    row('append @ 64 streams / raw publish+ack', today.append.ratio64, appendShare(run, 64), pct, true),
-    row('append @ 1 stream / raw publish+ack', today.append.ratio1, appendShare(run, 1), pct, true),
-    row('append @ 64 streams, events/s', today.append.tether64, tput(run.throughput, 'tether', 64), int, true),
-  ];
-  for (const [events, t] of today.resume) {
-    const l = levelAt(run, events);
-    rows.push(row(`resume p50 @ ${int(events)}`, t.p50, l?.tether.total.p50 ?? Number.NaN, msUnit, false));
-    rows.push(row(`resume p99 @ ${int(events)}`, t.p99, l?.tether.total.p99 ?? Number.NaN, msUnit, false));
-    if (t.sdkRatio !== undefined) rows.push(row(`SDK store / Tether p50 @ ${int(events)}`, t.sdkRatio, sdkFactor(l), ratio, true));
-  }
   return rows;
 }

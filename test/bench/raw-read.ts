@@ -1,10 +1,8 @@
 /**
- * Diagnostic floors of a resume: the same 100 events read straight from
- * JetStream, without classification, chain checks or live tail, one way per
- * read path of the log.
+ * The diagnostic floor of a resume: the same 100 events read straight from
+ * JetStream the way the log reads them, without classification, chain checks
+ * or live tail.
  */
-import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { LogFill } from './fill.js';
@@ -19,39 +17,9 @@ export interface LogLayout {
   readonly subjectOf: (sessionId: string, stream: string) => string;
 }
 
-/** The 2.9 path's floor: an ephemeral filtered consumer at the cursor, then fetches until 100 events. */
-export function measureRawReplay(
-  jsm: JetStreamManager,
-  js: JetStreamClient,
-  layout: LogLayout,
-  fill: LogFill,
-  plans: readonly SamplePlan[],
-  budget: SampleBudget,
-): Promise<Summary> {
-  return measureRawRead(layout, fill, plans, budget, async (subject, startSeq) => {
-    const info = await jsm.consumers.add(layout.streamName, {
-      filter_subject: subject,
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: startSeq,
-      ack_policy: AckPolicy.None,
-      mem_storage: true,
-      num_replicas: 1,
-      inactive_threshold: 60_000_000_000,
-    });
-    const consumer = js.consumers.getConsumerFromInfo(info);
-    let received = 0;
-    while (received < BACKLOG) {
-      const batch = await consumer.fetch({ max_messages: BACKLOG - received, expires: 5_000 });
-      for await (const _msg of batch) received += 1;
-    }
-    return () => void jsm.consumers.delete(layout.streamName, info.name).catch(() => undefined);
-  });
-}
-
 /**
- * The current path's floor (nats-server 2.11+): one batch direct get
- * `{seq, next_by_subj, batch: 100}` on core NATS, counted until the server's
- * `204 EOB`. 2.9 ignores `batch` and answers one message, so never call it there.
+ * The read path's floor: one batch direct get `{seq, next_by_subj, batch: 100}`
+ * on core NATS, counted until the server's `204 EOB`.
  */
 export function measureRawDirectBatch(
   nc: NatsConnection,

@@ -104,7 +104,7 @@ export async function resumeOnce(
   let firstMs = Number.NaN;
   let totalMs = Number.NaN;
   // The stream may go on past the backlog (or wait for live events): stop at
-  // the 100th event, which ends the reader (its consumer is deleted).
+  // the 100th event, which ends the reader.
   for await (const event of r.events()) {
     received += 1;
     if (event.seq !== plan.cursor + 1 + received) ok = false;
