@@ -8,7 +8,6 @@ let fx: LogFixture;
 let log: SessionLog;
 beforeAll(async () => {
   fx = await startLogFixture();
-  log = await fx.open();
 });
 afterAll(async () => {
   await fx.teardown();
@@ -21,7 +20,12 @@ async function seeded(count: number, stream = log.newStreamId()) {
   return { session, stream, ids };
 }
 
-describe('resume classification (DESIGN section 7)', () => {
+// Every verdict on the unpartitioned log and on 4 partitions (issue 24): the
+// rules are the same, only which stream a session's events are in differs.
+describe.each([1, 4])('resume classification (DESIGN section 7), %i partition(s)', (partitions) => {
+  beforeAll(async () => {
+    log = await fx.open({ partitions });
+  });
   it('resumed: yields exactly the suffix after the cursor, then ends after the end marker', async () => {
     const { session, stream, ids } = await seeded(10);
     ids.push((await log.append(session.sessionId, stream, 'end', new Uint8Array())).id);
@@ -115,7 +119,7 @@ describe('resume classification (DESIGN section 7)', () => {
   });
 
   it('truncated: retention evicted the events right after the cursor', async () => {
-    const small = await fx.open({ maxMsgsPerStream: 5 });
+    const small = await fx.open({ partitions, maxMsgsPerStream: 5 });
     const session = await small.createSession(ALICE);
     const ids: string[] = [];
     for (let i = 1; i <= 12; i += 1) ids.push((await small.append(session.sessionId, '0', 'event', bytes(`e${i}`))).id);
@@ -128,7 +132,7 @@ describe('resume classification (DESIGN section 7)', () => {
   });
 
   it('truncated: the whole stream aged out (max age)', async () => {
-    const short = await fx.open({ maxAgeMs: 1_000 });
+    const short = await fx.open({ partitions, maxAgeMs: 1_000 });
     const session = await short.createSession(ALICE);
     const first = await short.append(session.sessionId, '0', 'event', bytes('old'));
     await short.append(session.sessionId, '0', 'event', bytes('old2'));
