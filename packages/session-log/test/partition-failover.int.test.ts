@@ -1,0 +1,185 @@
+/**
+ * A node failure moves only the partitions it led (issue 24). A 3-node R3
+ * cluster, a log on 3 partitions, each partition's stream and both its
+ * buckets led by a server of its own. Killing one node's process takes the
+ * leaders of one partition; sessions of the other two keep appending and
+ * resuming through it, with their leaders where they were.
+ *
+ * What is asserted is structural and relative (which leaders moved, that the
+ * others' appends and resumes never failed, that the affected partition's
+ * longest stall is longer than any other's), never an absolute time; the
+ * per-partition timings are printed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { isSessionLogError, SessionLog } from '@tether/session-log';
+import type { SessionRecord } from '@tether/session-log';
+import { startNatsCluster } from '@tether/testing';
+import type { NatsCluster } from '@tether/testing';
+import { ALICE, bytes, isolatedNames, sleep } from './fixtures.js';
+
+const PARTITIONS = 3;
+/**
+ * How long the appenders run after the kill: long enough for the affected
+ * partition's groups to elect new leaders (a Raft election timeout is 4 to
+ * 9 s in nats-server) and append again.
+ */
+const AFTER_KILL_MS = 15_000;
+
+let cluster: NatsCluster;
+beforeAll(async () => {
+  cluster = await startNatsCluster({ size: 3 });
+}, 120_000);
+afterAll(async () => {
+  await cluster.cleanup();
+});
+
+async function serverName(monitorPort: number): Promise<string> {
+  const varz = (await (await fetch(`http://127.0.0.1:${monitorPort}/varz`)).json()) as { server_name: string };
+  return varz.server_name;
+}
+
+async function leaderOf(jsm: JetStreamManager, stream: string): Promise<string | undefined> {
+  try {
+    return (await jsm.streams.info(stream)).cluster?.leader;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Moves a stream's Raft leadership to `target`: a step-down that names it as the preferred successor, until it holds. */
+async function lead(nc: NatsConnection, jsm: JetStreamManager, stream: string, target: string): Promise<void> {
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    if ((await leaderOf(jsm, stream)) === target) return;
+    await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, JSON.stringify({ placement: { preferred: target } }), { timeout: 5_000 }).catch(() => undefined);
+    for (let wait = 0; wait < 20 && (await leaderOf(jsm, stream)) === undefined; wait += 1) await sleep(100);
+  }
+  throw new Error(`${stream}: leadership did not move to ${target}`);
+}
+
+interface PartitionRun {
+  readonly index: number;
+  readonly groups: readonly string[];
+  leadersBefore: string[];
+  leadersAfter: string[];
+  appends: number;
+  appendsAfterKill: number;
+  appendFailures: string[];
+  resumes: number;
+  resumeFailures: string[];
+  latencies: number[];
+  /** Longest time between two completed appends after the kill. */
+  maxGapMs: number;
+}
+
+describe('partitions on a 3-node R3 cluster', () => {
+  it('a node kill moves only the partitions it led; the others append and resume on', async () => {
+    const names = await Promise.all(cluster.servers.map((s) => serverName(s.monitorPort)));
+    // The log's connection stays on node 0 (no cluster URLs learned): the kill must not cut the client.
+    const nc = await connect({ servers: cluster.urls[0]!, ignoreClusterUpdates: true, maxReconnectAttempts: -1 });
+    const jsm = await jetstreamManager(nc);
+    const log = await SessionLog.create({ nc, ...isolatedNames(), replicas: 3, partitions: PARTITIONS, requestTimeoutMs: 2_000 });
+    try {
+      const runs: PartitionRun[] = log.layout.partitions.map((p) => ({
+        index: p.index,
+        groups: [p.streamName, `KV_${p.sessionsBucket}`, `KV_${p.leasesBucket}`],
+        leadersBefore: [],
+        leadersAfter: [],
+        appends: 0,
+        appendsAfterKill: 0,
+        appendFailures: [],
+        resumes: 0,
+        resumeFailures: [],
+        latencies: [],
+        maxGapMs: 0,
+      }));
+      // Partition k led by node k: its stream and both its buckets.
+      for (const run of runs) for (const group of run.groups) await lead(nc, jsm, group, names[run.index]!);
+      for (const run of runs) run.leadersBefore = await Promise.all(run.groups.map((g) => leaderOf(jsm, g).then((l) => l ?? '?')));
+      // Two sessions per partition, each with a stream already written.
+      const sessions = new Map<number, SessionRecord[]>();
+      while ([...sessions.values()].reduce((n, list) => n + list.length, 0) < 2 * PARTITIONS) {
+        const session = await log.createSession(ALICE);
+        const index = log.partitionOf(session.sessionId).index;
+        const list = sessions.get(index) ?? [];
+        if (list.length < 2) sessions.set(index, [...list, session]);
+      }
+      const victim = 1;
+      let killedAt = 0;
+      let stop = false;
+      const appender = async (run: PartitionRun, session: SessionRecord): Promise<void> => {
+        const stream = log.newStreamId();
+        let first: string | undefined;
+        let lastDone = 0;
+        for (let i = 1; !stop; i += 1) {
+          const started = performance.now();
+          try {
+            const { id } = await log.append(session.sessionId, stream, 'event', bytes(String(i)), { retry: true });
+            first ??= id;
+            const done = performance.now();
+            run.appends += 1;
+            if (killedAt > 0) run.appendsAfterKill += 1;
+            run.latencies.push(done - started);
+            if (killedAt > 0 && lastDone > 0) run.maxGapMs = Math.max(run.maxGapMs, done - Math.max(lastDone, killedAt));
+            lastDone = done;
+          } catch (err) {
+            if (killedAt > 0) run.appendFailures.push(isSessionLogError(err) ? err.code : String(err));
+            await sleep(50);
+          }
+          if (first !== undefined && i % 10 === 0) {
+            try {
+              const result = await log.resume(session.sessionId, first, ALICE);
+              if (result.verdict !== 'resumed') throw new Error(result.verdict);
+              run.resumes += 1;
+            } catch (err) {
+              if (killedAt > 0) run.resumeFailures.push(isSessionLogError(err) ? err.code : String(err));
+            }
+          }
+          await sleep(10);
+        }
+        // A stall still going on at the end counts to the end.
+        run.maxGapMs = Math.max(run.maxGapMs, performance.now() - Math.max(lastDone, killedAt));
+      };
+      const appenders = runs.flatMap((run) => (sessions.get(run.index) ?? []).map((s) => appender(run, s)));
+      await sleep(1_000);
+      killedAt = performance.now();
+      await cluster.servers[victim]!.kill();
+      await sleep(AFTER_KILL_MS);
+      stop = true;
+      await Promise.all(appenders);
+      for (const run of runs) run.leadersAfter = await Promise.all(run.groups.map((g) => leaderOf(jsm, g).then((l) => l ?? '?')));
+
+      const pct = (values: number[], q: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
+      process.stdout.write(`partition failover: node ${names[victim]} killed; each partition's groups led by ${names.join(', ')} in order\n`);
+      for (const run of runs) {
+        process.stdout.write(
+          `  partition ${run.index}: leaders ${run.leadersBefore.join('/')} -> ${run.leadersAfter.join('/')}; ` +
+            `appends ${run.appends}, ${run.appendsAfterKill} after the kill (p50 ${pct(run.latencies, 0.5).toFixed(1)} ms, p99 ${pct(run.latencies, 0.99).toFixed(1)} ms, longest stall after the kill ${run.maxGapMs.toFixed(0)} ms, failed ${run.appendFailures.length}); ` +
+            `resumes ${run.resumes} (failed ${run.resumeFailures.length})\n`,
+        );
+      }
+      for (const run of runs) {
+        expect(run.leadersBefore, `partition ${run.index} before`).toEqual(run.groups.map(() => names[run.index]));
+        if (run.index === victim) {
+          // Every group the node led has a new leader.
+          for (const leader of run.leadersAfter) expect(leader).not.toBe(names[victim]);
+        } else {
+          // Untouched: same leaders, no failed append or resume, and appends kept completing.
+          expect(run.leadersAfter, `partition ${run.index} after`).toEqual(run.leadersBefore);
+          expect(run.appendFailures, `partition ${run.index}`).toEqual([]);
+          expect(run.resumeFailures, `partition ${run.index}`).toEqual([]);
+          expect(run.resumes).toBeGreaterThan(0);
+          expect(run.maxGapMs).toBeLessThan(runs[victim]!.maxGapMs);
+        }
+      }
+      // The affected partition recovered: it appended again after its election.
+      expect(runs[victim]!.appendsAfterKill).toBeGreaterThan(0);
+    } finally {
+      await log.close();
+      await nc.close();
+    }
+  }, 120_000);
+});
