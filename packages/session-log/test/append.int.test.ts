@@ -61,8 +61,13 @@ describe('append', () => {
   });
 
   it('a writer told the stream has events never starts it over when the log answers it has none', async () => {
-    // What a stream leader that has not caught up answers (nats-server 2.9.10):
-    // "no message" for a stream that has events. Starting at seq 1 again would fork it.
+    // The log can answer "no message" for a stream that has events on any
+    // server: the stream's limits removed them (max_age, or max_bytes with
+    // discard old, while the session lived on). A stream leader that answered
+    // before it applied them did the same on 2.9.10 after leader kills
+    // (finding 5). The writer cannot tell why, and starting at seq 1 again
+    // would fork the stream; here a stream that really holds nothing gives
+    // that answer.
     const s = await log.createSession(ALICE);
     const stream = log.newStreamId();
     await expect(log.append(s.sessionId, stream, 'event', bytes('x'), { existing: true })).rejects.toMatchObject({ code: 'log_unavailable' });

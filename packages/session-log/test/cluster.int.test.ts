@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SessionLog, isSessionLogError, serverFeatures } from '@tether/session-log';
+import { SessionLog, isSessionLogError } from '@tether/session-log';
 import type { LogEvent } from '@tether/session-log';
 import { startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
@@ -83,17 +83,12 @@ describe('3-node R3 cluster', () => {
     await log.close();
   });
 
-  it('one writer per stream, many streams at once, never a false writer_conflict (2.11+, sync_interval: always)', async (ctx) => {
-    // On 2.11+ the leader clears a subject's in-process mark only after it
+  it('one writer per stream, many streams at once, never a false writer_conflict (sync_interval: always)', async () => {
+    // The stream leader clears a subject's in-process mark only after it
     // sent the append's ack, so a writer's next append can be refused
     // "wrong last sequence" (10164) with nobody else writing: a busy signal,
     // not a rival. Per-write fsync widens that window, so this test runs on
-    // its own cluster with `sync_interval: always` (2.10+ only).
-    const version = cluster.servers[0]!.version;
-    if (!serverFeatures(version).batchDirectGet) {
-      console.warn(`[cluster] skipped on nats-server ${version}: the in-process refusal (10164) exists from 2.11`);
-      return ctx.skip(`nats-server ${version} has no in-process refusal (2.11+)`);
-    }
+    // its own cluster with `sync_interval: always`.
     const synced = await startNatsCluster({ size: 3, configLines: ['jetstream { sync_interval: always }'] });
     try {
       const log = await SessionLog.create({ servers: [...synced.urls], ...isolatedNames(), replicas: 3 });
