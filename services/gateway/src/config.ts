@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
-import { DEFAULT_STREAM_NAME, MAX_SESSIONS_PER_PRINCIPAL, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from '@tether/session-log';
+import { DEFAULT_STREAM_NAME, isSessionLogError, MAX_PARTITIONS, MAX_SESSIONS_PER_PRINCIPAL, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames, resolveConfig } from '@tether/session-log';
 import { AUTH_FLAGS, AUTH_SECRET_FLAGS, parseAuthConfig } from './auth/auth-config.js';
 import type { AuthConfig } from './auth/auth-config.js';
 
@@ -30,6 +30,14 @@ export interface GatewayConfig {
   readonly logMaxAgeMs: number;
   readonly logMaxMsgsPerStream: number;
   readonly logReplicas: number;
+  /**
+   * Streams the log is spread over (`--log-partitions`, 1..256, default 1:
+   * the unpartitioned layout). Every process of a deployment must give the
+   * same count; the library refuses another at startup. Not used with `--log grpc://`.
+   */
+  readonly logPartitions: number;
+  /** Server tags every stream and bucket of the log is placed on (`--log-placement-tags`). Not used with `--log grpc://`. */
+  readonly logPlacementTags: readonly string[];
   readonly sessionIdleMs: number;
   /** Who a caller is: a trusted header's digest (`none`), or a verified token's issuer and subject (`jwt`, `introspect`). */
   readonly auth: AuthConfig;
@@ -91,6 +99,8 @@ export const FLAGS = [
   { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
+  { flag: 'log-partitions', env: 'TETHER_LOG_PARTITIONS', help: `streams the log is spread over, 1 to ${MAX_PARTITIONS}; the same on every process of a deployment (--log grpc:// uses the service's)`, fallback: '1' },
+  { flag: 'log-placement-tags', env: 'TETHER_LOG_PLACEMENT_TAGS', help: "server tags the log's streams and buckets are placed on, comma separated (--log grpc:// uses the service's)", fallback: '' },
   { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
   ...AUTH_FLAGS,
   { flag: 'allowed-origins', env: 'TETHER_ALLOWED_ORIGINS', help: 'origins allowed besides loopback, comma separated (* = any)', fallback: '' },
@@ -184,6 +194,8 @@ export function parseConfig(
     logMaxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
     logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
+    logPartitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
+    logPlacementTags: placementTags(raw('log-placement-tags')),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
     auth: parseAuthConfig(raw),
     allowedOrigins: list(raw('allowed-origins'), ','),
@@ -242,6 +254,36 @@ function logLayout(namespaceText: string, streamText: string, viaService: boolea
   if (streamText === '') return { namespace, logStream };
   if (namespace === '' && logStream !== DEFAULT_STREAM_NAME) throw new ConfigError(streamNeedsNamespace('--log-stream', logStream));
   return { namespace, logStream };
+}
+
+/**
+ * `--log-placement-tags`, each tag checked by the library's own rule (so
+ * nothing it would refuse at startup gets past here), named by the flag.
+ */
+function placementTags(text: string): string[] {
+  const tags = list(text, ',');
+  for (const tag of tags) {
+    try {
+      resolveConfig({ placementTags: [tag] });
+    } catch (err) {
+      if (!isSessionLogError(err)) throw err;
+      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
+    }
+  }
+  return tags;
+}
+
+/**
+ * The log layout flags a `--log grpc://` gateway was given and does not use:
+ * the service lays out the log, as it does for `--log-replicas` and
+ * `--log-max-age`. Ignored (main logs them), not refused as `--namespace`
+ * is: a partition count or a tag names no deployment, so ignoring one never
+ * serves another deployment's sessions, and one environment (a shared
+ * ConfigMap) may hold them for every process.
+ */
+export function ignoredWithGrpcLog(config: GatewayConfig): string[] {
+  if (config.logUrl === undefined) return [];
+  return [...(config.logPartitions === 1 ? [] : ['--log-partitions']), ...(config.logPlacementTags.length === 0 ? [] : ['--log-placement-tags'])];
 }
 
 /** Shared wording with tether-session-log: what was refused, why, and what to give instead. */

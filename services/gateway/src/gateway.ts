@@ -262,11 +262,12 @@ async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, 
 
 /**
  * The /readyz body: its state on the first line (what probes read), then
- * the log and, in-process, the nats-server version and the read paths in
- * use, so an operator sees at a glance which server and paths an instance runs.
+ * the log and, in-process, its partition count and the nats-server version,
+ * so an operator sees at a glance which layout and server an instance runs.
  */
 function readyText(state: string, log: LogPort): string {
   const lines = [state, `log: ${log.describe}`];
+  if (log.partitions !== undefined) lines.push(`partitions: ${log.partitions}`);
   const server = log.server();
   if (server !== undefined) lines.push(`nats-server: ${server.version}`);
   return `${lines.join('\n')}\n`;

@@ -3,7 +3,7 @@
  * connects the log, serves, and drains on SIGTERM/SIGINT.
  */
 import { createRootLogger, createTetherMetrics, startTelemetry } from '@tether/telemetry';
-import { ConfigError, helpText, parseConfig, printableConfig } from './config.js';
+import { ConfigError, helpText, ignoredWithGrpcLog, parseConfig, printableConfig } from './config.js';
 import { createGateway } from './gateway.js';
 import { openLog } from './log/open-log.js';
 
@@ -22,6 +22,8 @@ async function main(): Promise<void> {
     process.stdout.write(printableConfig(config));
     return;
   }
+  const ignored = ignoredWithGrpcLog(config);
+  if (ignored.length > 0) logger.warn({ flags: ignored }, "log layout flags ignored with --log grpc://: the session-log service's own settings lay out the log");
   const log = await openLog(config);
   const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }), createTetherMetrics());
   let stopping = false;
@@ -52,7 +54,8 @@ async function main(): Promise<void> {
   const port = await gateway.listen();
   const server = log.server();
   const nats = server === undefined ? {} : { natsServer: server.version };
-  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, ...nats, routes: config.routes.map((r) => r.path) }, 'listening');
+  const partitions = log.partitions === undefined ? {} : { partitions: log.partitions };
+  logger.info({ instance: config.instanceId, host: config.host, port, log: log.describe, ...partitions, ...nats, routes: config.routes.map((r) => r.path) }, 'listening');
 }
 
 main().catch((err: unknown) => {

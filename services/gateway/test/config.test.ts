@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, FLAGS, helpText, parseConfig, printableConfig } from '@tether/gateway';
+import { ConfigError, FLAGS, helpText, ignoredWithGrpcLog, parseConfig, printableConfig } from '@tether/gateway';
 
 describe('gateway config', () => {
   it('parses flags, repeats and routes, with env twins and flags winning', () => {
@@ -73,5 +73,59 @@ describe('gateway config', () => {
     const printed = printableConfig(parseConfig(['--upstream', 'http://a/mcp', '--log-token', 'hunter2'], {}));
     expect(printed).not.toContain('hunter2');
     expect(JSON.parse(printed)).toMatchObject({ logToken: '***', routes: [{ path: '/mcp' }] });
+  });
+});
+
+describe('gateway --log-partitions and --log-placement-tags', () => {
+  const UP = ['--upstream', 'http://a/mcp'];
+  const refusal = (argv: string[], env: Record<string, string> = {}, read?: (path: string) => string): string => {
+    try {
+      parseConfig([...UP, ...argv], env, read);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return (err as Error).message;
+    }
+    throw new Error(`expected ${JSON.stringify(argv)} to be refused`);
+  };
+
+  it('default to one partition and no tags: the unpartitioned layout', () => {
+    expect(parseConfig(UP, {})).toMatchObject({ logPartitions: 1, logPlacementTags: [] });
+  });
+
+  it('are read from flags, their env twins and the config file; flags win', () => {
+    expect(parseConfig([...UP, '--log-partitions', '4', '--log-placement-tags', 'region:eu, ssd'], {})).toMatchObject({ logPartitions: 4, logPlacementTags: ['region:eu', 'ssd'] });
+    expect(parseConfig(UP, { TETHER_LOG_PARTITIONS: '256', TETHER_LOG_PLACEMENT_TAGS: 'az=1,rack/7' })).toMatchObject({ logPartitions: 256, logPlacementTags: ['az=1', 'rack/7'] });
+    expect(parseConfig(['--config', '/c.json'], {}, () => '{"upstream": ["http://a/mcp"], "log-partitions": 8, "log-placement-tags": "eu"}')).toMatchObject({ logPartitions: 8, logPlacementTags: ['eu'] });
+    expect(parseConfig([...UP, '--log-partitions', '2'], { TETHER_LOG_PARTITIONS: '3' }).logPartitions).toBe(2);
+    expect(JSON.parse(printableConfig(parseConfig([...UP, '--log-partitions', '4'], {})))).toMatchObject({ logPartitions: 4, logPlacementTags: [] });
+  });
+
+  it.each(['0', '257', '-1', '1.5', '4x', '', ' '])('refuses --log-partitions %j naming the flag, the value and what is allowed', (value) => {
+    expect(refusal(['--log-partitions', value])).toBe(`invalid --log-partitions ${JSON.stringify(value)}; allowed: an integer from 1 to 256`);
+    expect(refusal([], { TETHER_LOG_PARTITIONS: value })).toBe(`invalid --log-partitions ${JSON.stringify(value)}; allowed: an integer from 1 to 256`);
+  });
+
+  it.each(['a b', 'x'.repeat(65), 'eu,bad*tag', 'ü'])('refuses --log-placement-tags %j naming the flag, the bad tag and what is allowed', (value) => {
+    const bad = value.split(',').at(-1)!;
+    expect(refusal(['--log-placement-tags', value])).toBe(
+      `invalid --log-placement-tags ${JSON.stringify(bad)}; allowed: server tags of 1 to 64 letters, digits and _ : . / = -, comma separated`,
+    );
+  });
+
+  it('are ignored with --log grpc:// (the service lays out the log), and named for the startup warning', () => {
+    const grpc = [...UP, '--log', 'grpc://127.0.0.1:50051'];
+    const config = parseConfig([...grpc, '--log-partitions', '4', '--log-placement-tags', 'eu'], {});
+    expect(ignoredWithGrpcLog(config)).toEqual(['--log-partitions', '--log-placement-tags']);
+    expect(ignoredWithGrpcLog(parseConfig(grpc, {}))).toEqual([]);
+    expect(ignoredWithGrpcLog(parseConfig([...grpc, '--log-partitions', '1'], {}))).toEqual([]);
+    // In-process, they are used: nothing is ignored.
+    expect(ignoredWithGrpcLog(parseConfig([...UP, '--log-partitions', '4', '--log-placement-tags', 'eu'], {}))).toEqual([]);
+    // A bad value is still refused in gRPC mode.
+    expect(refusal(['--log', 'grpc://127.0.0.1:50051', '--log-partitions', '0'])).toMatch(/^invalid --log-partitions "0"/);
+  });
+
+  it('--help lists both with their env twins and the range', () => {
+    expect(helpText()).toMatch(/--log-partitions\s+TETHER_LOG_PARTITIONS\s+streams the log is spread over, 1 to 256; the same on every process of a deployment.*\(default 1\)/);
+    expect(helpText()).toMatch(/--log-placement-tags\s+TETHER_LOG_PLACEMENT_TAGS\s+server tags/);
   });
 });

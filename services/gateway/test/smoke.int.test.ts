@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectSdkClient, UpstreamTools } from '@tether/testing';
 import { SseParser } from '@tether/protocol';
-import { logPaths, serverFeatures } from '@tether/session-log';
 import { startInProcessStack } from './fixtures.js';
 import type { InProcessStack } from './fixtures.js';
 
@@ -44,10 +43,9 @@ describe('gateway surface', () => {
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
     const ready = await fetch(`${origin}/readyz`);
     expect(ready.status).toBe(200);
-    // The first line is what probes read; then the server and the paths in use.
+    // The first line is what probes read; then the log, its partition count and the server.
     const lines = (await ready.text()).trimEnd().split('\n');
-    const paths = logPaths(serverFeatures(stack.nats.version), true);
-    expect(lines).toEqual(['ready', expect.stringMatching(/^log: jetstream /), `nats-server: ${stack.nats.version}`, `replay: ${paths.replay}`, `classify: ${paths.classify}`]);
+    expect(lines).toEqual(['ready', `log: jetstream ${stack.streamName} via 127.0.0.1:${new URL(stack.nats.url).port}`, 'partitions: 1', `nats-server: ${stack.nats.version}`]);
   });
 
   it('primes 2025-11-25 clients (retry + an id-only event first) and sends older clients neither', async () => {

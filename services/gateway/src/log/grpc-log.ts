@@ -108,6 +108,7 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
 
   const port: LogPort = {
     describe: `grpc ${options.target}`,
+    partitions: undefined,
     createSession: async (principal, meta) => toRecord((await call(client.openSession, { principal, meta: { ...meta } })).session, principal),
     authorize: async (sessionId, principal) => toRecord((await call(client.getSession, { sessionId, principal })).session, principal),
     touchSession: async (sessionId) => void (await call(client.touchSession, { sessionId })),

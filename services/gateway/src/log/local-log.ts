@@ -16,7 +16,8 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
     (sessionId, principal) => log.sessions.authorize(sessionId, principal),
   );
   return {
-    describe: `jetstream ${log.config.streamName} via ${nc.getServer()}`,
+    describe: `jetstream ${streamsOf(log)} via ${nc.getServer()}`,
+    partitions: log.layout.partitions.length,
     createSession: async (principal, meta) => {
       const record = await log.createSession(principal, meta);
       sessions.remember(record);
@@ -52,4 +53,11 @@ export async function createLocalLog(options: CreateSessionLogOptions): Promise<
       await log.close();
     },
   };
+}
+
+/** `TETHER_LOG`, or the first and last of a partitioned log's streams: `TETHER_LOG-0 … TETHER_LOG-3`. */
+function streamsOf(log: SessionLog): string {
+  const { partitions } = log.layout;
+  const first = partitions[0]?.streamName ?? log.config.streamName;
+  return partitions.length <= 1 ? first : `${first} … ${partitions[partitions.length - 1]?.streamName ?? ''}`;
 }

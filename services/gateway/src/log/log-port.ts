@@ -30,6 +30,12 @@ import type {
 export interface LogPort {
   /** Human-readable mode and target, for logs and /readyz. */
   readonly describe: string;
+  /**
+   * The streams the log is spread over (`--log-partitions`), for the
+   * startup line and /readyz; undefined over gRPC, where the service lays
+   * out the log and logs its own.
+   */
+  readonly partitions: number | undefined;
 
   createSession(principal: string, meta: Readonly<Record<string, string>>): Promise<SessionRecord>;
   /** The active session owned by `principal`, else `session_not_found`. */

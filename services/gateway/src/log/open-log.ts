@@ -19,6 +19,8 @@ export async function openLog(config: GatewayConfig): Promise<LogPort> {
     maxAgeMs: config.logMaxAgeMs,
     maxMsgsPerStream: config.logMaxMsgsPerStream,
     replicas: config.logReplicas,
+    partitions: config.logPartitions,
+    placementTags: config.logPlacementTags,
     sessionIdleMs: config.sessionIdleMs,
     maxSessionsPerPrincipal: config.maxSessionsPerPrincipal,
   });
