@@ -5,6 +5,7 @@ import {
   DEFAULT_STREAM_NAME,
   DEFAULT_SUBJECT_PREFIX,
   isSessionLogError,
+  MAX_PARTITIONS,
   MAX_SESSIONS_PER_PRINCIPAL,
   NAMESPACE_ALLOWED,
   NAMESPACE_PATTERN,
@@ -40,6 +41,8 @@ export const FLAGS = [
   { flag: 'log-max-age', env: 'TETHER_LOG_MAX_AGE', help: 'retention window of events (ms, or 30s/15m/24h)', fallback: '24h' },
   { flag: 'log-max-msgs-per-stream', env: 'TETHER_LOG_MAX_MSGS_PER_STREAM', help: 'cap on events kept per session stream (-1 = none)', fallback: '100000' },
   { flag: 'log-replicas', env: 'TETHER_LOG_REPLICAS', help: 'replicas of the log stream and buckets', fallback: '1' },
+  { flag: 'log-partitions', env: 'TETHER_LOG_PARTITIONS', help: `streams the log is spread over, 1 to ${MAX_PARTITIONS}; the same on every process of a deployment`, fallback: '1' },
+  { flag: 'log-placement-tags', env: 'TETHER_LOG_PLACEMENT_TAGS', help: "server tags the log's streams and buckets are placed on, comma separated", fallback: '' },
   { flag: 'session-idle', env: 'TETHER_SESSION_IDLE', help: 'idle timeout of a session (ms, or 30s/15m/24h)', fallback: '1h' },
   { flag: 'task-ttl', env: 'TETHER_TASK_TTL', help: "longest TTL of a task record (ms, or 1h); at least the gateways' --task-ttl", fallback: '1h' },
   { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error, fatal, silent', fallback: 'info' },
@@ -161,6 +164,8 @@ export function parseConfig(
     maxAgeMs: duration('log-max-age', raw('log-max-age'), 1_000),
     maxMsgsPerStream: limit('log-max-msgs-per-stream', raw('log-max-msgs-per-stream')),
     replicas: int('log-replicas', raw('log-replicas'), 1, 5),
+    partitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
+    placementTags: placementTags(raw('log-placement-tags')),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
   };
   const maxPayloadBytes = int('max-payload-bytes', raw('max-payload-bytes'), 1, 64 * 1024 * 1024);
@@ -255,6 +260,24 @@ function needsNamespace(flag: string, value: string, what: string): string {
     `sessions. Give --namespace ${example} (TETHER_NAMESPACE) instead: it names the stream (TETHER_LOG_${example}), the subjects ` +
     `(tether_${example}.…) and every bucket; or drop ${flag} for the default`
   );
+}
+
+/**
+ * `--log-placement-tags`, each tag checked by the library's own rule (the
+ * whole config is checked again below, but its message names the option,
+ * not the flag), named by the flag.
+ */
+function placementTags(text: string): string[] {
+  const tags = list(text);
+  for (const tag of tags) {
+    try {
+      resolveConfig({ placementTags: [tag] });
+    } catch (err) {
+      if (!isSessionLogError(err)) throw err;
+      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
+    }
+  }
+  return tags;
 }
 
 /** Refuses token specs the authenticator would refuse, naming where they came from but not the secret. */

@@ -134,7 +134,8 @@ export async function startSessionLogService(options: SessionLogServiceOptions =
     throw err;
   }
   const { version: natsServer } = log.server;
-  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, operatorTokens: operatorTokens.length, natsServer }, 'listening');
+  const partitions = log.layout.partitions.length;
+  logger.info({ host, port, tls: options.tls !== undefined, mtls: options.tls?.clientCa !== undefined, tokens: (options.tokens ?? []).length, operatorTokens: operatorTokens.length, partitions, natsServer }, 'listening');
 
   let closing: Promise<void> | undefined;
   return {

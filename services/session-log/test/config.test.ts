@@ -9,7 +9,7 @@ describe('flags and environment', () => {
   it('defaults: 127.0.0.1:50051, local NATS, no tokens, library log layout', () => {
     const { options, logLevel } = parseConfig([], {});
     expect(options).toMatchObject({ host: '127.0.0.1', port: 50051, nats: ['nats://127.0.0.1:4222'], tokens: [], maxPayloadBytes: 1044480, maxBatchEntries: 1000, maxStreamsPerCaller: 1000 });
-    expect(options.log).toEqual({ streamName: 'TETHER_LOG', subjectPrefix: 'tether', maxAgeMs: 86_400_000, maxMsgsPerStream: 100_000, replicas: 1, sessionIdleMs: 3_600_000 });
+    expect(options.log).toEqual({ streamName: 'TETHER_LOG', subjectPrefix: 'tether', maxAgeMs: 86_400_000, maxMsgsPerStream: 100_000, replicas: 1, partitions: 1, placementTags: [], sessionIdleMs: 3_600_000 });
     expect(options.tls).toBeUndefined();
     expect(logLevel).toBe('info');
   });
@@ -170,5 +170,42 @@ describe('config file, precedence and --print-config', () => {
     const bad = run(['--port', 'x']);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('invalid --port "x"; allowed: an integer from 0 to 65535');
+  });
+});
+
+describe('--log-partitions and --log-placement-tags', () => {
+  const refusal = (argv: string[], env: Record<string, string> = {}): string => {
+    try {
+      parseConfig(argv, env);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return (err as Error).message;
+    }
+    throw new Error(`expected ${JSON.stringify(argv)} to be refused`);
+  };
+
+  it('go to the log options, from flags, env twins or the config file; flags win', () => {
+    expect(parseConfig(['--log-partitions', '4', '--log-placement-tags', 'region:eu, ssd'], {}).options.log).toMatchObject({ partitions: 4, placementTags: ['region:eu', 'ssd'] });
+    expect(parseConfig([], { TETHER_LOG_PARTITIONS: '256', TETHER_LOG_PLACEMENT_TAGS: 'az=1,rack/7' }).options.log).toMatchObject({ partitions: 256, placementTags: ['az=1', 'rack/7'] });
+    expect(parseConfig(['--config', '/c.json'], {}, () => '{"log-partitions": 8, "log-placement-tags": "eu"}').options.log).toMatchObject({ partitions: 8, placementTags: ['eu'] });
+    expect(parseConfig(['--log-partitions', '2'], { TETHER_LOG_PARTITIONS: '3' }).options.log.partitions).toBe(2);
+    expect(JSON.parse(printableConfig(parseConfig(['--log-partitions', '4', '--namespace', 'staging'], {})))).toMatchObject({ log: { namespace: 'staging', partitions: 4, placementTags: [] } });
+  });
+
+  it.each(['0', '257', '-1', '1.5', '4x', ''])('refuses --log-partitions %j naming the flag, the value and what is allowed', (value) => {
+    expect(refusal(['--log-partitions', value])).toBe(`invalid --log-partitions ${JSON.stringify(value)}; allowed: an integer from 1 to 256`);
+    expect(refusal([], { TETHER_LOG_PARTITIONS: value })).toBe(`invalid --log-partitions ${JSON.stringify(value)}; allowed: an integer from 1 to 256`);
+  });
+
+  it.each(['a b', 'x'.repeat(65), 'eu,bad*tag', 'ü'])('refuses --log-placement-tags %j naming the flag, the bad tag and what is allowed', (value) => {
+    const bad = value.split(',').at(-1)!;
+    expect(refusal(['--log-placement-tags', value])).toBe(
+      `invalid --log-placement-tags ${JSON.stringify(bad)}; allowed: server tags of 1 to 64 letters, digits and _ : . / = -, comma separated`,
+    );
+  });
+
+  it('--help lists both with their env twins and the range', () => {
+    expect(helpText()).toMatch(/--log-partitions\s+TETHER_LOG_PARTITIONS\s+streams the log is spread over, 1 to 256; the same on every process of a deployment.*\(default 1\)/);
+    expect(helpText()).toMatch(/--log-placement-tags\s+TETHER_LOG_PLACEMENT_TAGS\s+server tags/);
   });
 });
