@@ -33,10 +33,15 @@ const MAX_LIMIT = 10_000;
 const MAX_DRAIN_TIMEOUT_MS = 60_000;
 const TEXT = /^[A-Za-z0-9_/.:-]{1,128}$/;
 
-/** The operator over the service's log: its connection (not closed by the operator) and its names. */
+/**
+ * The operator over the service's log: its connection (not closed by the
+ * operator) and its names. The namespace goes too: with more than one
+ * partition the read model names them as the library does, and a name equal
+ * to the namespace's own is numbered before the namespace (`TETHER_LOG-3_staging`).
+ */
 export async function serviceOperator(log: SessionLog): Promise<Operator> {
-  const { streamName, subjectPrefix, sessionsBucket, requestTimeoutMs } = log.config;
-  return natsOperator(await openInspectAccess({ nc: log.connection, streamName, subjectPrefix, sessionsBucket, timeoutMs: requestTimeoutMs }));
+  const { namespace, streamName, subjectPrefix, sessionsBucket, requestTimeoutMs } = log.config;
+  return natsOperator(await openInspectAccess({ nc: log.connection, namespace, streamName, subjectPrefix, sessionsBucket, timeoutMs: requestTimeoutMs }));
 }
 
 export function createOperatorHandlers(operator: Operator, logger: Logger): OperatorServiceServer {
