@@ -23,6 +23,8 @@ export interface Stack {
   readonly namespace: string;
   /** The JetStream stream holding the log (derived from the namespace). */
   readonly logStream: string;
+  /** The log flags every gateway gets: `--nats … --namespace …` and the log settings, or `--log grpc://… --log-token …`. */
+  readonly logFlags: readonly string[];
   readonly upstream: McpUpstream;
   readonly gateways: GatewayProcess[];
   readonly proxy: RoundRobinProxy;
@@ -105,6 +107,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     nats,
     namespace,
     logStream: namespaceNames(namespace).streamName,
+    logFlags,
     upstream,
     gateways,
     proxy,
