@@ -234,8 +234,11 @@ describe('TetherEventStore when retention takes the rest of a stream', () => {
     const resumed = await store.resume(cursor);
     expect(resumed.verdict).toBe('resumed');
     if (resumed.verdict !== 'resumed') return;
-    await store.storeEvent('sdk-1', { jsonrpc: '2.0', id: 1, result: {} });
-    // What max_age (or a stream-wide max_bytes) does to a whole stream.
+    // What max_age (or a stream-wide max_bytes) does to a whole stream,
+    // here while its writer is idle: nothing is left to read, and nothing
+    // will come. (An event stored after the resume, before the purge,
+    // would reach the reader live, stored and exact: the resume's live tail
+    // opens before its classification reads the log.)
     const jsm = await jetstreamManager(log.connection);
     await jsm.streams.purge(log.config.streamName, { filter: createSubjects(log.config.subjectPrefix).log(session.sessionId, resumed.accepted.stream) });
     const abort = new AbortController();

@@ -3,7 +3,7 @@ import type { MsgHdrs } from '@nats-io/transport-node';
 import { decodeEventId, EndReason, EventKind, ResumeVerdict } from '@tether/protocol';
 import type { EventId } from '@tether/protocol';
 import type { LogContext } from './context.js';
-import { directBatch, directBatchSize } from './direct-batch.js';
+import { directBatch, directBatchSize, RESUME_FIRST_BATCH } from './direct-batch.js';
 import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { decodeLogEvent } from './event.js';
 import type { Cursor, LogEvent } from './event.js';
@@ -161,7 +161,7 @@ async function decide(ctx: LogContext, session: SessionRecord, cursor: EventId, 
  * replica that answered stops short of the stream's last.
  */
 async function directFacts(ctx: LogContext, subject: string, pos: number): Promise<Facts> {
-  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch, 0) + 1), lastOf(ctx, subject)]);
+  const [batch, last] = await Promise.all([directBatch(ctx, subject, pos, directBatchSize(ctx.config.readBatch, RESUME_FIRST_BATCH) + 1), lastOf(ctx, subject)]);
   if (batch === undefined) {
     // The replica ignored `batch` (a node older than 2.11 in a cluster being upgraded): the leader's gets, the head already read.
     const [at, next] = await Promise.all([get(ctx, { seq: pos }), get(ctx, { seq: pos + 1, next_by_subj: subject })]);

@@ -58,9 +58,9 @@ export interface SessionLogOptions {
   /** Largest event payload accepted, in bytes. Default 1 MiB minus header room, capped by the server's `max_payload`. */
   readonly maxPayloadBytes?: number;
   /**
-   * Events in the first batch direct get of a replay pass (a resume reads it
-   * with its classification), each later one twice as many up to four
-   * times, at most 256 KiB. The next batch is read only when the reader has
+   * Events in the first batch direct get of a replay pass, each later one
+   * twice as many up to four times, at most 256 KiB (a resume's
+   * classification reads twice as many, with the cursor). The next batch is read only when the reader has
    * taken the last one. Default 64.
    */
   readonly readBatch?: number;

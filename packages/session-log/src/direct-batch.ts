@@ -23,12 +23,16 @@ export interface DirectBatch {
 }
 
 /**
- * Messages the `n`-th batch direct get of a pass asks for (n = 0 is the
- * first, which a resume reads with its classification): `readBatch`, then
- * twice as many each time up to 4 × `readBatch`. A small first batch puts
- * the first events in the client's hands sooner; a reader that keeps
- * draining gets larger batches and fewer requests.
+ * Messages the `n`-th batch direct get of a pass asks for: `readBatch`,
+ * then twice as many each time up to 4 × `readBatch`. A small first batch
+ * puts the first events in the client's hands sooner; a reader that keeps
+ * draining gets larger batches and fewer requests. A resume's
+ * classification reads its batch as the second (`RESUME_FIRST_BATCH`): it
+ * returns only once that batch is in, and a backlog it holds whole needs no
+ * other read.
  */
+export const RESUME_FIRST_BATCH = 1;
+
 export function directBatchSize(readBatch: number, n: number): number {
   return readBatch * 2 ** Math.min(n, 2);
 }

@@ -41,7 +41,11 @@ export function createFollowStats(): FollowStats {
 
 /** How a reader starts, when its caller knows more than the cursor. */
 export interface FollowStart {
-  /** A live tail opened before anything after the cursor was stored: start live, no replay. */
+  /**
+   * A live tail already open. Alone: opened before anything after the cursor
+   * was stored, so the reader starts live, with no replay. With `replay`:
+   * opened before that replay's first batch was read.
+   */
   readonly tail?: LiveTail;
   /** What the first replay pass already has or must reach (from a resume's classification). */
   readonly replay?: ReplayOptions;
@@ -86,7 +90,10 @@ export async function* follow(
   const stats = options.stats ?? createFollowStats();
   const tail = opened ?? new LiveTail(ctx, sessionId, stream, options.signal, stats);
   opened?.attach(options.signal, stats);
-  let startLive = opened !== undefined;
+  // A tail opened before anything after `from` was stored starts live; one
+  // opened before a resume's first read (which `start.replay` then carries)
+  // replays that read first.
+  let startLive = opened !== undefined && start.replay === undefined;
   let last: Cursor = from;
   const fail = (code: SessionLogErrorCode, message: string, event: { seq: number; pos: number }): SessionLogError =>
     new SessionLogError(code, message, { sessionId, stream, seq: event.seq, pos: event.pos, expectedSeq: last.seq + 1, expectedPrev: last.pos });

@@ -1,5 +1,5 @@
 import type { LogContext } from './context.js';
-import { directBatch, directBatchSize } from './direct-batch.js';
+import { directBatch, directBatchSize, RESUME_FIRST_BATCH } from './direct-batch.js';
 import type { DirectBatch, StoredEvent } from './direct-batch.js';
 import { unavailable } from './setup.js';
 
@@ -7,6 +7,11 @@ import { unavailable } from './setup.js';
 export interface ReplayOptions {
   /** The pass's first batch, already read (a resume's classification reads it with the cursor). */
   readonly first?: DirectBatch;
+  /**
+   * `first` was read after the reader's live tail opened: its end of batch
+   * (nothing more pending) is the log's end, with no read to confirm it.
+   */
+  readonly firstIsFresh?: boolean;
   /**
    * A stream position the log is known to hold (the leader's head at
    * classification, a live event the reader could not place). A pass whose
@@ -33,8 +38,8 @@ export async function* replay(ctx: LogContext, subject: string, afterPos: number
   // cannot say where the log ends: an event stored between that read and the
   // tail's subscription would reach neither. Its "nothing more" is checked
   // with one read made after the tail opened, which closes the seam.
-  let fresh = batch === undefined;
-  let n = batch === undefined ? 0 : 1;
+  let fresh = batch === undefined || options.firstIsFresh === true;
+  let n = batch === undefined ? 0 : RESUME_FIRST_BATCH + 1;
   for (;;) {
     if (batch === undefined) {
       batch = await directBatch(ctx, subject, pos + 1, directBatchSize(ctx.config.readBatch, n));

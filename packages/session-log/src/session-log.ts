@@ -4,11 +4,11 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { newStreamId } from '@tether/protocol';
+import { decodeEventId, isSessionId, newStreamId } from '@tether/protocol';
 import type { EventKind } from '@tether/protocol';
 import { classifyResume } from './classify.js';
 import { ControlFanout } from './control-fanout.js';
-import type { Acceptance, Refusal } from './classify.js';
+import type { Acceptance, Classification, Refusal } from './classify.js';
 import { resolveConfig } from './config.js';
 import type { SessionLogConfig, SessionLogOptions } from './config.js';
 import type { LogContext } from './context.js';
@@ -436,13 +436,47 @@ export class SessionLog {
    * when JetStream cannot be asked.
    */
   async resume(sessionId: string, lastEventId: string, principal: string): Promise<ResumeResult> {
-    const result = await classifyResume(this.#ctxOf(sessionId), this.sessions, sessionId, lastEventId, principal);
-    if (result.verdict !== 'resumed') return result;
     const ctx = this.#ctxOf(sessionId);
+    // The live tail opens before the classification reads the log, so that
+    // read's "nothing more" is the log's end: every event stored after it
+    // reaches the tail. (Opened after, a read after it would have to confirm
+    // that, one more round trip per resume.) It only buffers: nothing it
+    // holds is used before the session and principal are checked, and it
+    // opens only on ids that are valid subject tokens.
+    const cursorStream = streamOfCursor(lastEventId);
+    let tail = cursorStream !== undefined && isSessionId(sessionId) ? new LiveTail(ctx, sessionId, cursorStream, undefined, createFollowStats()) : undefined;
+    let result: Classification;
+    try {
+      result = await classifyResume(ctx, this.sessions, sessionId, lastEventId, principal);
+    } catch (err) {
+      tail?.close();
+      throw err;
+    }
+    if (result.verdict !== 'resumed' || result.endedAtCursor || tail === undefined || result.stream !== cursorStream) {
+      tail?.close();
+      tail = undefined;
+    }
+    if (result.verdict !== 'resumed') return result;
+    const accepted = result;
+    // A caller that never reads the events (an edge answering 204 for
+    // `nothingLeft`, a client gone) must not keep the tail's subscription.
+    const unclaimed = tail === undefined ? undefined : setTimeout(() => {
+      tail?.close();
+      tail = undefined;
+    }, UNCLAIMED_TAIL_MS);
+    unclaimed?.unref();
     return {
-      ...result,
-      events: (options = {}) =>
-        follow(ctx, sessionId, result.stream, result.session.epoch, result.cursor, { ...options, endedAtCursor: result.endedAtCursor }, result.replay === undefined ? {} : { replay: result.replay }),
+      ...accepted,
+      events: (options = {}) => {
+        clearTimeout(unclaimed);
+        const opened = tail;
+        tail = undefined;
+        const replay = accepted.replay === undefined ? undefined : opened === undefined ? accepted.replay : { ...accepted.replay, firstIsFresh: true };
+        return follow(ctx, sessionId, accepted.stream, accepted.session.epoch, accepted.cursor, { ...options, endedAtCursor: accepted.endedAtCursor }, {
+          ...(replay === undefined ? {} : { replay }),
+          ...(opened === undefined || replay === undefined ? {} : { tail: opened }),
+        });
+      },
     };
   }
 
@@ -571,6 +605,15 @@ export class SessionLog {
     this.#inDoubt.clear();
     if (this.#ownsConnection) await this.#ctx.nc.drain().catch(() => undefined);
   }
+}
+
+/** How long an accepted resume keeps its pre-opened live tail for `events()`; after that `events()` opens one itself. */
+const UNCLAIMED_TAIL_MS = 10_000;
+
+/** The stream id a Last-Event-ID names, if it decodes (an id that does not is refused by the classification). */
+function streamOfCursor(lastEventId: string): string | undefined {
+  const decoded = decodeEventId(lastEventId);
+  return decoded.ok ? decoded.value.stream : undefined;
 }
 
 /** The server's `max_payload` bounds what a single append may carry (minus room for headers). */

@@ -20,10 +20,10 @@ export interface AppendOptions {
   /**
    * The caller knows the stream already holds events (a writer taking over,
    * the GET stream after initialize). If the log then answers that it holds
-   * none, the answer is stale (nats-server 2.9.10 lets a stream leader that
-   * has not caught up answer; the chaos run saw it), and the append fails
-   * `log_unavailable` instead of starting the stream over at seq 1, which
-   * the expected-last-subject-sequence check cannot refuse (2.9.10 ignores 0).
+   * none, the answer is stale or the stream's limits took it whole (a leader
+   * that had not caught up answered so on 2.9.10, in the chaos run; max_age
+   * or max_bytes can on any server), and the append fails `log_unavailable`
+   * instead of starting the stream over at seq 1, which would fork it.
    */
   readonly existing?: boolean;
   /**
@@ -244,8 +244,7 @@ export class StreamWriter {
         }
         if (code === JsErrCode.streamWrongLastSequence || /wrong last sequence/i.test(String(err))) {
           // Our own attempt may have landed with its reply lost. Where the
-          // server checks the expected sequence before the message id (R1 on
-          // current servers; R3 on 2.9.10 once the first append is applied)
+          // server checks the expected sequence before the message id (R1)
           // that reads as "wrong last sequence", not a duplicate ack. Same
           // rule as a duplicate ack: it is ours only if the subject's last
           // message is exactly this event (seq, prev, kind, epoch, bytes).

@@ -8,7 +8,7 @@ import { ControlFanout } from '../src/control-fanout.js';
 import type { LogContext } from '../src/context.js';
 import { replay } from '../src/replay.js';
 import { createSubjects } from '../src/wire.js';
-import { ALICE, bytes, drainResume, isolatedNames, startLogFixture, text } from './fixtures.js';
+import { ALICE, MALLORY, bytes, drainResume, isolatedNames, startLogFixture, text } from './fixtures.js';
 import type { LogFixture } from './fixtures.js';
 
 // How the log reads: batch direct gets, no consumer ever, and the leader
@@ -70,11 +70,36 @@ describe('read paths', () => {
     expect(events.map((e) => e.id)).toEqual(ids.slice(1));
     expect(events.slice(0, 3).map((e) => text(e.payload))).toEqual(['e2', 'e3', 'e4']);
     // 100 events after the cursor, batches growing from readBatch (16):
-    // the classification's (cursor + 16) and the head, then 32, then 64
-    // asked (52 left), whose end of batch says nothing more.
+    // the classification's (cursor + 32) and the head, then 64, then 64
+    // asked (4 left), whose end of batch says nothing more: the live tail
+    // opened before the classification, so no read confirms it.
     expect(calls['CONSUMER.CREATE'] ?? 0).toBe(0);
     expect(calls['STREAM.MSG.GET'] ?? 0).toBe(0);
     expect(calls['DIRECT.GET']).toBe(2 + 2);
+  });
+
+  it('a backlog the classification holds whole is one batch direct get (and the head), nothing more', async () => {
+    const { session, ids } = await seeded(20);
+    const { result: events, calls } = await countApi(async () => drainResume(await log.resume(session.sessionId, ids[0]!, ALICE)));
+    expect(events.map((e) => e.id)).toEqual(ids.slice(1));
+    expect(calls['DIRECT.GET']).toBe(2);
+    expect(calls['STREAM.MSG.GET'] ?? 0).toBe(0);
+  });
+
+  it('the live tail a resume opens before classifying is closed at once when the resume is refused or has nothing to follow', async () => {
+    const subscriptions = (): number => (log.connection as unknown as { protocol: { subscriptions: { size(): number } } }).protocol.subscriptions.size();
+    const before = subscriptions();
+    const { session, ids } = await seeded(2);
+    expect((await log.resume(session.sessionId, ids[0]!, MALLORY)).verdict).toBe('unknown_session');
+    expect(subscriptions()).toBe(before);
+    const atEnd = await log.resume(session.sessionId, ids.at(-1)!, ALICE);
+    expect(atEnd.verdict === 'resumed' && atEnd.endedAtCursor).toBe(true);
+    expect(subscriptions()).toBe(before);
+    // Accepted with events to follow: held for events(), which takes it over and closes it when done.
+    const accepted = await log.resume(session.sessionId, ids[0]!, ALICE);
+    expect(subscriptions()).toBe(before + 1);
+    await drainResume(accepted);
+    expect(subscriptions()).toBe(before);
   });
 
   it('a resume at the head of an open stream reads nothing more and follows live', async () => {

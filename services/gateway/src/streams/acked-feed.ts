@@ -34,9 +34,9 @@ export const ACKED_FEED_MAX = 256;
  * readers as this writer's branch (each event of it stored), where a reader
  * of the log would have ended `diverged` at once; the client gets that
  * verdict at its next resume. Two Tether writers never fork a stream (they
- * share msg ids); only another publisher of the subject with its own msg
- * ids on a 2.9.x R3 stream can (nats-server#4320; docs/design.md, *Writer
- * fencing on current servers*).
+ * share msg ids), and the current servers refuse another publisher of the
+ * subject (nats-server#4320, fixed in 2.9.21, below the 2.11 floor;
+ * docs/design.md, *Writer fencing on current servers*).
  */
 export class AckedFeed {
   readonly #session: SessionRecord;
