@@ -148,11 +148,11 @@ describe('append', () => {
     const b = await log.append(s.sessionId, '0', 'event', bytes('same'));
     const writer = await log.openWriter(s.sessionId, '0');
     // The doubtful append was seq 2 after pos a: it landed as b.
-    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('same') })).toEqual(b);
+    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('same'), writer: '' })).toEqual(b);
     // Identical bytes one seq later did not land (two equal events stay two).
-    expect(await writer.settle({ seq: 3, prev: b.pos, kind: 'event', payload: bytes('same') })).toBeUndefined();
-    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('other') })).toBeUndefined();
-    expect(await writer.settle({ seq: 2, prev: a.pos + 1, kind: 'event', payload: bytes('same') })).toBeUndefined();
+    expect(await writer.settle({ seq: 3, prev: b.pos, kind: 'event', payload: bytes('same'), writer: '' })).toBeUndefined();
+    expect(await writer.settle({ seq: 2, prev: a.pos, kind: 'event', payload: bytes('other'), writer: '' })).toBeUndefined();
+    expect(await writer.settle({ seq: 2, prev: a.pos + 1, kind: 'event', payload: bytes('same'), writer: '' })).toBeUndefined();
   });
 
   it('refuses oversized payloads, bad stream ids and appends after the end marker, writing nothing', async () => {
