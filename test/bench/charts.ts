@@ -1,7 +1,8 @@
 /**
  * The session-log benchmark's charts (linked from docs/benchmarks.md):
- * resume latency against log size, and append throughput against
- * concurrency, one color per server measured, drawn from what
+ * resume latency against log size (one color per partition count, the raw
+ * batch direct get of each beside it), and append throughput against
+ * concurrency, drawn from what
  * `npm run bench:log` measured; when the run measured the peer stores
  * (peers/), also their resume latency against stored events beside
  * Tether's, their appends, and a grid of what each store does with a cursor
@@ -19,8 +20,9 @@ import { lineChartSvg, verdictGridSvg } from './svg-chart.js';
 import type { GridCell, Series } from './svg-chart.js';
 
 interface Stats { p50: number; p99: number }
-interface Level { events: number; tether: { total: Stats }; sdk: { total: Stats } }
-interface Throughput { target: string; concurrency: number; medianPerSec: number }
+interface LayoutLevel { partitions: number; tether: { total: Stats }; rawDirectBatch: Stats }
+interface Level { events: number; layouts: readonly LayoutLevel[]; sdk: { total: Stats } }
+interface Throughput { target: string; partitions?: number; concurrency: number; medianPerSec: number }
 interface Server { role: string; version: string; levels: readonly Level[]; throughput: readonly Throughput[] }
 interface CursorRow { store: string; case: string; outcome: { kind: string; detail: string; sent: number; missing: number; foreign: number } }
 /** The part of a peers run the charts read (peers/log-peers.ts `PeerRun`). */
@@ -61,8 +63,11 @@ const CURSOR_COLUMNS: readonly [string, string][] = [
   ['restart', 'from before a restart'],
   ['unknown', 'unknown (other session)'],
 ];
+/** One per layout (partition count) of the one server measured. */
 const SERVER_COLORS = ['#1f77b4', '#d62728', '#9467bd'];
 const SDK_COLOR = '#2ca02c';
+/** The raw batch direct get beside each layout's resume. */
+const RAW_COLORS = ['#7f7f7f', '#bcbd22'];
 const SYNC_COLOR = '#ff7f0e';
 
 const colorOf = (i: number): string => SERVER_COLORS[i % SERVER_COLORS.length] ?? '#1f77b4';
@@ -79,11 +84,21 @@ export function writeLogCharts(log: LogBenchResults, dir = 'docs/charts'): reado
 
   // The SDK store does not depend on the server: draw the first server's run of it.
   const sdk = log.servers[0]?.levels ?? [];
+  // Each layout (partition count) of each server: its resume p50 and p99, and the raw batch direct get's p50 (grey, dashed) as its floor.
+  const layouts = (s: Server): number[] => [...new Set(s.levels.flatMap((l) => l.layouts.map((x) => x.partitions)))].sort((a, b) => a - b);
+  const at = (l: Level, n: number): LayoutLevel | undefined => l.layouts.find((x) => x.partitions === n);
   const resumeSeries: Series[] = [
-    ...log.servers.flatMap((s, i) => [
-      { name: `${label(s)}: Tether p50`, color: colorOf(i), points: finite(s.levels.map((l) => [l.events, l.tether.total.p50] as const)) },
-      { name: `${label(s)}: Tether p99`, color: colorOf(i), dashed: true, points: finite(s.levels.map((l) => [l.events, l.tether.total.p99] as const)) },
-    ]),
+    ...log.servers.flatMap((s, si) =>
+      layouts(s).flatMap((n, i) => {
+        const color = colorOf(si * 2 + i);
+        const name = `${label(s)} N=${n}`;
+        return [
+          { name: `${name}: Tether p50`, color, points: finite(s.levels.map((l) => [l.events, at(l, n)?.tether.total.p50 ?? Number.NaN] as const)) },
+          { name: `${name}: Tether p99`, color, dashed: true, points: finite(s.levels.map((l) => [l.events, at(l, n)?.tether.total.p99 ?? Number.NaN] as const)) },
+          { name: `${name}: raw batch get p50`, color: RAW_COLORS[i % RAW_COLORS.length] ?? '#7f7f7f', dashed: true, points: finite(s.levels.map((l) => [l.events, at(l, n)?.rawDirectBatch.p50 ?? Number.NaN] as const)) },
+        ];
+      }),
+    ),
     { name: 'SDK store p50', color: SDK_COLOR, points: finite(sdk.map((l) => [l.events, l.sdk.total.p50] as const)) },
     { name: 'SDK store p99', color: SDK_COLOR, dashed: true, points: finite(sdk.map((l) => [l.events, l.sdk.total.p99] as const)) },
   ];
@@ -92,9 +107,11 @@ export function writeLogCharts(log: LogBenchResults, dir = 'docs/charts'): reado
     lineChartSvg({ title: 'Resume latency, 100-event backlog', xLabel: 'events stored in the log', yLabel: 'ms (log scale)', logX: true, logY: true, series: drawn(resumeSeries) }),
   );
 
+  const partitioned = (s: { throughput: readonly Throughput[] }): number[] => [...new Set(s.throughput.filter((t) => (t.partitions ?? 1) > 1).map((t) => t.partitions ?? 1))].sort((a, b) => a - b);
   const tputSeries: Series[] = [
     ...log.servers.flatMap((s, i) => [
       { name: `${label(s)}: Tether append`, color: colorOf(i), points: byTarget(s.throughput, 'tether') },
+      ...partitioned(s).map((n, k) => ({ name: `${label(s)}: Tether append, N=${n}`, color: colorOf(i + 1 + k), points: byTarget(s.throughput, 'tether-partitioned', n) })),
       { name: `${label(s)}: raw publish+ack`, color: colorOf(i), dashed: true, points: byTarget(s.throughput, 'raw') },
     ]),
     ...(log.syncAlways === undefined
@@ -121,7 +138,13 @@ function writePeerCharts(log: LogBenchResults, peers: PeerCharts, dir: string): 
     ...(first === undefined
       ? []
       : [
-          { name: `Tether p50 (${first.version})`, color: colorOf(0), points: finite(first.levels.map((l) => [l.events, l.tether.total.p50] as const)) },
+          ...[...new Set(first.levels.flatMap((l) => l.layouts.map((x) => x.partitions)))]
+            .sort((a, b) => a - b)
+            .map((n, i) => ({
+              name: `Tether N=${n} p50 (${first.version})`,
+              color: colorOf(i),
+              points: finite(first.levels.map((l) => [l.events, l.layouts.find((x) => x.partitions === n)?.tether.total.p50 ?? Number.NaN] as const)),
+            })),
           { name: 'SDK InMemoryEventStore p50', color: SDK_COLOR, points: finite(first.levels.map((l) => [l.events, l.sdk.total.p50] as const)) },
         ]),
     ...stores.map((store) => ({
@@ -139,7 +162,7 @@ function writePeerCharts(log: LogBenchResults, peers: PeerCharts, dir: string): 
 
   const tputStores = [...new Set(peers.throughput.map((t) => t.store))];
   const tputSeries: Series[] = [
-    ...(first === undefined ? [] : [{ name: `Tether append (${first.version})`, color: colorOf(0), points: byTarget(first.throughput, 'tether') }]),
+    ...(first === undefined ? [] : [{ name: `Tether append, N=1 (${first.version})`, color: colorOf(0), points: byTarget(first.throughput, 'tether') }]),
     ...tputStores.map((store) => ({
       name: PEER_NAMES[store] ?? store,
       color: PEER_COLORS[store] ?? '#333',
@@ -218,8 +241,8 @@ function cursorCell(row: CursorRow | undefined): GridCell {
   return { text: `${o.kind}: never trims`, tone: 'neutral' };
 }
 
-function byTarget(throughput: readonly Throughput[], target: string): Points {
-  return [...finite(throughput.filter((t) => t.target === target).map((t) => [t.concurrency, t.medianPerSec] as const))].sort((a, b) => a[0] - b[0]);
+function byTarget(throughput: readonly Throughput[], target: string, partitions = 1): Points {
+  return [...finite(throughput.filter((t) => t.target === target && (t.partitions ?? 1) === partitions).map((t) => [t.concurrency, t.medianPerSec] as const))].sort((a, b) => a[0] - b[0]);
 }
 
 /** Series with no points would make the scales NaN. */
@@ -234,6 +257,7 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   const file = join(dir ?? 'bench-results', 'log-bench.json');
   const log = JSON.parse(readFileSync(file, 'utf8')) as LogBenchResults;
   if (!Array.isArray(log.servers)) throw new Error(`${file} is from the one-server bench: run \`npm run bench:log\` again`);
+  if (log.servers.some((s: Server) => s.levels.some((l: Level) => !Array.isArray(l.layouts)))) throw new Error(`${file} is from before partitioned layouts (issue 24): run \`npm run bench:log\` again`);
   process.stdout.write(`wrote ${writeLogCharts(log, dir).join(' and ')} from the run at ${log.at}\n`);
   // BENCH_SDK_OUT as in sdk-bench.ts.
   const sdkDir = process.env['BENCH_SDK_OUT'];

@@ -29,6 +29,11 @@ const EMPTY = new Uint8Array(0);
  * Fills a session log the way many clients would: sessions of 1-3 streams,
  * streams of 100-400 events (the last an `end` marker), `concurrency`
  * streams written at once so streams interleave in the log.
+ *
+ * A stream's index in `streams` is fixed when it is planned, not when its
+ * writing starts, so two fills drawing from generators of the same seed hold
+ * the same shapes at the same indices (the same sample plans fit both), even
+ * on logs of different layouts whose appends finish in different orders.
  */
 export class LogFill {
   readonly streams: FilledStream[] = [];
@@ -37,12 +42,17 @@ export class LogFill {
   readonly #log: SessionLog;
   readonly #principal: string;
   readonly #rand: { int(min: number, max: number): number };
+  /** Names the log in progress lines (`N=16`), when several are filled. */
+  readonly #label: string;
   #session: SessionPlan = { record: undefined, streamsLeft: 0 };
+  /** Streams planned so far: the next one's index. */
+  #planned = 0;
 
-  constructor(log: SessionLog, principal: string, rand: { int(min: number, max: number): number }) {
+  constructor(log: SessionLog, principal: string, rand: { int(min: number, max: number): number }, label = '') {
     this.#log = log;
     this.#principal = principal;
     this.#rand = rand;
+    this.#label = label === '' ? '' : ` ${label}`;
   }
 
   get total(): number {
@@ -52,25 +62,27 @@ export class LogFill {
   /** Appends until the log holds exactly `target` events. */
   async fillTo(target: number, concurrency: number): Promise<FillReport> {
     const from = this.total;
-    let planned = from;
-    const next = (): { session: Promise<SessionRecord>; length: number } | undefined => {
-      if (planned >= target) return undefined;
+    let plannedEvents = from;
+    const next = (): { session: Promise<SessionRecord>; length: number; index: number } | undefined => {
+      if (plannedEvents >= target) return undefined;
       if (this.#session.streamsLeft === 0) this.#session = { record: undefined, streamsLeft: this.#rand.int(1, 3) };
       this.#session.streamsLeft -= 1;
       this.#session.record ??= this.#log.createSession(this.#principal);
-      const length = Math.min(this.#rand.int(100, 400), target - planned);
-      planned += length;
-      return { session: this.#session.record, length };
+      const length = Math.min(this.#rand.int(100, 400), target - plannedEvents);
+      plannedEvents += length;
+      const index = this.#planned;
+      this.#planned += 1;
+      return { session: this.#session.record, length, index };
     };
     const start = performance.now();
     const ticker = setInterval(() => {
       const done = this.total - from;
-      progress(`fill: ${this.total.toLocaleString('en-US')} / ${target.toLocaleString('en-US')} events (${Math.round(done / ((performance.now() - start) / 1000))} events/s)`);
+      progress(`fill${this.#label}: ${this.total.toLocaleString('en-US')} / ${target.toLocaleString('en-US')} events (${Math.round(done / ((performance.now() - start) / 1000))} events/s)`);
     }, 5_000);
     try {
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
-          for (let job = next(); job !== undefined; job = next()) await this.#writeStream(await job.session, job.length);
+          for (let job = next(); job !== undefined; job = next()) await this.#writeStream(await job.session, job.length, job.index);
         }),
       );
     } finally {
@@ -80,9 +92,9 @@ export class LogFill {
     return { added: this.total - from, seconds, perSec: (this.total - from) / seconds };
   }
 
-  async #writeStream(session: SessionRecord, length: number): Promise<void> {
+  async #writeStream(session: SessionRecord, length: number, index: number): Promise<void> {
     const stream: FilledStream = { sessionId: session.sessionId, epoch: session.epoch, streamId: this.#log.newStreamId(), pos: [] };
-    const index = this.streams.push(stream) - 1;
+    this.streams[index] = stream;
     for (let i = 0; i < length; i += 1) {
       const end = i === length - 1;
       const payload = end ? EMPTY : progressPayload(stream.streamId, i);

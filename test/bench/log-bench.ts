@@ -1,7 +1,8 @@
 /**
  * `npm run bench:log`: append throughput and resume latency of the session
- * log, beside raw JetStream publish-with-ack and the official MCP SDK's
- * example in-memory event store, on the current nats-server
+ * log, unpartitioned and partitioned side by side on one server, beside raw
+ * JetStream publish-with-ack, the raw batch direct get of the same events,
+ * and the official MCP SDK's example in-memory event store, on the current nats-server
  * (`scripts/nats-server.sh current`: NATS_SERVER_BIN, else the newest it can
  * find or fetch; never older than 2.11). Then append throughput again on a
  * server of the same binary started with `sync_interval: always`. Prints the
@@ -10,9 +11,14 @@
  * 12's targets are printed next to the figures.
  *
  * Knobs (environment):
- * - BENCH_LOG_1M=auto|yes|no (default auto: per server, levels of 1M and
- *   more run only if the fill rate measured on that server says they fit in
- *   BENCH_LOG_MAX_FILL_S, default 240 s);
+ * - BENCH_LOG_PARTITIONS (default `1,16`): the partition counts of the log
+ *   measured side by side; at every level each layout holds the same
+ *   session shapes and is resumed at the same cursors, and each N > 1 is
+ *   also appended to at 64 streams. DESIGN §12's resume targets are judged
+ *   on the largest;
+ * - BENCH_LOG_1M=auto|yes|no (default auto: levels of 1M and more run only
+ *   if each layout's fill rate measured so far says its fill fits in
+ *   BENCH_LOG_MAX_FILL_S, default 240 s per layout);
  * - BENCH_LOG_ROUNDS (throughput rounds, default 3);
  * - BENCH_LOG_SYNC_ALWAYS=yes|no (default yes);
  * - BENCH_LOG_PEERS=yes|no (default yes): the peer stores of DESIGN §12
@@ -40,6 +46,7 @@ import { measureServer, measureSyncAlways } from './log-server.js';
 import { LogPeers } from './peers/log-peers.js';
 import type { PeerRun } from './peers/log-peers.js';
 import type { RunKnobs, ServerRun, SyncAlwaysRun } from './log-server.js';
+import { DEFAULT_PARTITIONS, parsePartitions } from './log-layouts.js';
 import { renderReport, serverLabel } from './log-report.js';
 import { currentTargets } from './log-targets.js';
 import { PAYLOAD_BYTES } from './payload.js';
@@ -56,6 +63,7 @@ const knobs: RunKnobs = {
   rounds: Number(env('BENCH_LOG_ROUNDS', '3')),
   tputCounts: new Map([[1, Math.round(5_000 * scale)], [64, Math.round(20_000 * scale)]]),
   samples: Number(env('BENCH_LOG_SAMPLES', '200')),
+  partitions: parsePartitions('BENCH_LOG_PARTITIONS', env('BENCH_LOG_PARTITIONS', DEFAULT_PARTITIONS.join(','))),
 };
 // Issue 24 took the 2.9.10 floor out of the bench: one server is measured.
 if ((process.env['BENCH_LOG_SERVERS'] ?? 'current') !== 'current') throw new Error('BENCH_LOG_SERVERS is gone: bench:log measures the current nats-server only (NATS_SERVER_BIN picks another, 2.11 or later)');
@@ -81,7 +89,7 @@ async function main(): Promise<void> {
     node: process.version,
     loadAvgAtStart: loadavg().map((x) => Number(x.toFixed(2))),
   };
-  progress(`server: ${bin}; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion})`);
+  progress(`server: ${bin}; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion}); partitions ${knobs.partitions.join(', ')}`);
 
   setProgressTag('peers');
   const peers = peersWanted === 'yes' ? await LogPeers.start(knobs) : undefined;
@@ -116,7 +124,8 @@ async function main(): Promise<void> {
     '',
     `machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB RAM, ${machine.os}; node ${machine.node}`,
     `server: private (single node, file storage, removed afterwards) on the same machine: ${runs.map((r) => `${serverLabel(r)} (${r.bin})`).join('; ')}`,
-    `payload: ${PAYLOAD_BYTES}-byte JSON-RPC notifications/progress; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion}), ${knobs.samples} resumes per level, ${knobs.rounds} throughput rounds`,
+    `payload: ${PAYLOAD_BYTES}-byte JSON-RPC notifications/progress; levels ${knobs.levels.join(', ')} (BENCH_LOG_1M=${knobs.oneMillion}), ${knobs.samples} resumes per level and layout, ${knobs.rounds} throughput rounds`,
+    `log layouts side by side on the same server: ${knobs.partitions.map((n) => `N=${n}`).join(', ')} partitions (BENCH_LOG_PARTITIONS), each filled with the same session shapes, resumed at the same cursors`,
     `load average (1/5/15 min) at start ${machine.loadAvgAtStart.join(' / ')}, at end ${loadAvgAtEnd.join(' / ')}, on ${machine.cpus} cores (other work on the box skews every figure)`,
   ].join('\n');
   process.stdout.write(`${renderReport({ header, runs, syncAlways, peers: peerRun, runtimeS })}\n`);
@@ -129,7 +138,7 @@ async function main(): Promise<void> {
     knobs: { ...knobs, tputCounts: Object.fromEntries(knobs.tputCounts) },
     servers: runs,
     syncAlways,
-    targets: currentRun ? currentTargets(currentRun) : undefined,
+    targets: currentRun ? currentTargets(currentRun, peerRun) : undefined,
     peers: peerRun,
     runtimeS,
   };

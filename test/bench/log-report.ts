@@ -1,15 +1,17 @@
 /**
- * The printed report of `npm run bench:log`: a column for the server
- * measured (and one with `sync_interval: always` for appends), and a target
- * column judged on it; then the targets on their own.
+ * The printed report of `npm run bench:log`: appends with a column for the
+ * server measured (and one with `sync_interval: always`) and a target
+ * column; resume latency per level and partition count, each beside the
+ * raw batch direct get of the same events and the targets; then the targets
+ * on their own.
  */
-import type { Level, ServerRun, SyncAlwaysRun } from './log-server.js';
+import type { LayoutLevel, Level, ServerRun, SyncAlwaysRun } from './log-server.js';
 import * as t from './log-targets.js';
 import type { PeerRun } from './peers/log-peers.js';
 import { renderPeers } from './peers/log-report.js';
 import { int, ms, ratio, table } from './stats.js';
 import type { Summary } from './stats.js';
-import type { Target } from './throughput.js';
+import type { Target, ThroughputResult } from './throughput.js';
 
 export interface ReportInput {
   readonly header: string;
@@ -34,6 +36,8 @@ interface Ctx extends ReportInput {
   readonly current: ServerRun | undefined;
 }
 
+const pair = (s: Summary | undefined): string => (s === undefined ? 'n/a' : `${ms(s.p50)} / ${ms(s.p99)}`);
+
 export function renderReport(input: ReportInput): string {
   const ctx: Ctx = { ...input, current: input.runs.find((r) => r.role === 'current') };
   const { runs, syncAlways, current } = ctx;
@@ -42,43 +46,100 @@ export function renderReport(input: ReportInput): string {
   out.push('## Append throughput (events/s, median of rounds; 1 untimed append per stream first, so writers are open)', '');
   out.push(sideBySide(ctx, appendRows(ctx), true), '');
   out.push("* diagnostic: raw publishes with Tether's 4 headers, msg id and expected-last-subject-seq, to a stream with the same republish rule.");
+  out.push('N=16 (and any N > 1 of BENCH_LOG_PARTITIONS): the same appends on a log of N partitions, on the same single server, at 64 streams only, alternating with the other targets in each round.');
   if (syncAlways) {
     const seen = syncAlways.confirmed === undefined ? 'could not read /varz' : `/varz sync_always: ${String(syncAlways.confirmed)}`;
-    out.push(`sync_interval always: a separate ${syncAlways.version} server started with \`jetstream { sync_interval: always }\` (${seen}); appends only.`);
+    out.push(`sync_interval always: a separate ${syncAlways.version} server started with \`jetstream { sync_interval: always }\` (${seen}); appends only, unpartitioned.`);
   }
+  const roundName = (x: ThroughputResult): string => (x.partitions > 1 ? `tether N=${x.partitions}` : x.target);
   for (const r of [...runs, ...(syncAlways ? [{ ...syncAlways, role: 'sync-always' }] : [])]) {
-    const rounds = r.throughput.map((x) => `${x.target} c=${x.concurrency}: ${x.roundsPerSec.map((v) => Math.round(v)).join(', ')}`);
+    const rounds = r.throughput.map((x) => `${roundName(x)} c=${x.concurrency}: ${x.roundsPerSec.map((v) => Math.round(v)).join(', ')}`);
     out.push(`rounds on ${serverLabel(r)}: ${rounds.join('; ')}`);
   }
 
-  out.push('', '## Resume latency, 100-event backlog (ms; from the call until the 100th event is in hand)', '');
-  out.push(sideBySide(ctx, resumeRows(ctx), false), '');
-  out.push('* diagnostic: the same 100 events read with one batch direct get; no classification or checks.');
+  for (const r of runs) out.push('', ...renderResume(r));
+
+  const calls = (l: LayoutLevel | undefined): Record<string, number> => l?.apiCallsPerResume ?? {};
   for (const r of runs) {
-    if (r.skipped !== undefined) out.push(`${serverLabel(r)}: ${r.skipped}`);
-    const paths = r.logServer === undefined ? 'not reported (no log.server in this build)' : `replay ${r.logServer.replay}, classify ${r.logServer.classify} (log.server: ${r.logServer.version})`;
-    out.push(`${serverLabel(r)}: log paths ${paths}`);
+    const last = r.levels[r.levels.length - 1];
+    const layouts = last?.layouts ?? [];
+    const kinds = [...new Set(layouts.flatMap((l) => Object.keys(calls(l))))].sort();
+    const apiRows = [...kinds.map((k) => [k, ...layouts.map((l) => String(calls(l)[k] ?? 0))]), ['total', ...layouts.map((l) => String(sum(Object.values(calls(l)))))]];
+    out.push('', `JetStream API requests of one resume on ${serverLabel(r)} @ ${int(last?.events ?? Number.NaN)} (counted on $JS.API.>; a batch direct get is one request):`, '');
+    out.push(table(['request', ...layouts.map((l) => `N=${l.partitions}`)], apiRows));
   }
-
-  const events = levelsOf(runs);
-  const fillCell = (l: Level | undefined): string => (l ? `${int(l.fill.perSec)} (${l.fill.seconds.toFixed(1)} s)` : 'n/a');
-  out.push('', 'Log fill (128 streams at once; sessions of 1-3 streams of 100-400 events, last one an end marker), events/s (seconds):', '');
-  out.push(table(['level', ...runs.map(serverLabel)], events.map((e) => [int(e), ...runs.map((r) => fillCell(t.levelAt(r, e)))])));
-
-  const lastLevel = (r: ServerRun): Level | undefined => r.levels[r.levels.length - 1];
-  const calls = (r: ServerRun): Record<string, number> => lastLevel(r)?.apiCallsPerResume ?? {};
-  const kinds = [...new Set(runs.flatMap((r) => Object.keys(calls(r))))].sort();
-  const apiRows = [...kinds.map((k) => [k, ...runs.map((r) => String(calls(r)[k] ?? 0))]), ['total', ...runs.map((r) => String(sum(Object.values(calls(r)))))]];
-  out.push('', "JetStream API requests of one resume, at each server's largest level (counted on $JS.API.>; a batch direct get is one request):", '');
-  out.push(table(['request', ...runs.map((r) => `${serverLabel(r)} @ ${int(lastLevel(r)?.events ?? Number.NaN)}`)], apiRows));
 
   const targetTable = (rows: readonly t.TargetRow[], wanted: string): string =>
     table(['figure', wanted, 'measured', 'verdict'], rows.map((r) => [r.target, r.wanted, r.measured, r.verdict]));
-  if (current) out.push('', `## DESIGN §12 targets on the current server (${current.version})`, '', targetTable(t.currentTargets(current), 'wanted'));
+  if (current) {
+    out.push('', `## DESIGN §12 targets on the current server (${current.version}); resume targets on the partitioned log, N=${t.judgedPartitions(current)}`, '');
+    out.push(targetTable(t.currentTargets(current, input.peers), 'wanted'));
+  }
   if (input.peers !== undefined) out.push('', renderPeers(input.peers, runs));
   const parts = [...runs.map((r) => `${serverLabel(r)} ${r.seconds.toFixed(0)} s`), ...(syncAlways ? [`sync always ${syncAlways.seconds.toFixed(0)} s`] : [])];
   out.push('', `total bench runtime: ${input.runtimeS.toFixed(0)} s (${parts.join(', ')})`);
   return out.join('\n');
+}
+
+/** Resume latency per level and partition count on one server, the raw read and the targets beside each; the SDK store; the fills. */
+function renderResume(run: ServerRun): string[] {
+  const judged = t.judgedPartitions(run);
+  const out: string[] = [];
+  out.push(`## Resume latency, 100-event backlog, on ${serverLabel(run)} (ms, p50 / p99; from the call until the 100th event is in hand)`, '');
+  const rows = run.levels.flatMap((level) =>
+    level.layouts.map((l) => {
+      const r = t.rawFactor(l);
+      const target = l.partitions === judged ? `p50 ≤ ${t.TARGETS.resumeP50Ms}: ${t.p50Verdict(l)}; p99 ≤ ${t.TARGETS.resumeP99Ms}: ${t.p99Verdict(l)}; ≤ ${t.TARGETS.rawFactor}× raw: ${t.rawVerdict(l)}` : '';
+      return [
+        int(level.events),
+        `N=${l.partitions}`,
+        pair(l.tether.total),
+        pair(l.tether.classify),
+        pair(l.tether.firstEvent),
+        pair(l.rawDirectBatch),
+        `${ratio(r.p50)} / ${ratio(r.p99)}`,
+        `${l.tether.total.n} / ${l.rawDirectBatch.n}; ${l.tether.anomalies}`,
+        target,
+      ];
+    }),
+  );
+  out.push(
+    table(
+      ['stored', 'log', 'log.resume() total', 'classification', '1st event', 'raw batch direct get*', 'total / raw', 'samples resume / raw; anomalies', `target (N=${judged}, DESIGN §12)`],
+      rows,
+    ),
+    '',
+  );
+  out.push(
+    '* the server\'s floor: the same 100 events in one `$JS.API.DIRECT.GET` `{seq, next_by_subj, batch: 100}` to the session\'s partition stream and subject, read until its 204 EOB; no classification, checks or live tail.',
+    'classification: until `log.resume()` returned (registry read, the batch from the cursor and the stream head, one round trip); 1st event: until the first event of the backlog was in hand.',
+  );
+  const flat = run.partitions.map((n) => {
+    const f = t.flatness(run, n);
+    return `N=${n}: ${ratio(f.p50)} / ${ratio(f.p99)} (${int(f.from)} → ${int(f.to)})${n === judged ? `; target ≤ ${t.TARGETS.flat}× from ${int(t.TARGETS.flatFrom)} to ${int(t.TARGETS.flatTo)}: ${f.verdict}` : ''}`;
+  });
+  out.push(`Flat? total p50 / p99 at the largest level over the smallest: ${flat.join('; ')}.`);
+  if (run.skipped !== undefined) out.push(`${serverLabel(run)}: ${run.skipped}`);
+  const paths = run.logServer === undefined ? 'not reported (no log.server in this build)' : `replay ${run.logServer.replay}, classify ${run.logServer.classify} (log.server: ${run.logServer.version})`;
+  out.push(`${serverLabel(run)}: log paths ${paths}`);
+
+  out.push('', "The SDK's example InMemoryEventStore, holding the same events (one store for all sessions), resumed at the same cursors:", '');
+  const sdkHeader = ['stored', 'SDK store p50 / p99', ...run.partitions.map((n) => `SDK / Tether N=${n} p50`), 'samples; anomalies'];
+  const sdkRows = run.levels.map((level: Level) => [
+    int(level.events),
+    pair(level.sdk.total),
+    ...run.partitions.map((n) => {
+      const factor = ratio(t.sdkFactor(level, t.layoutOf(level, n)));
+      return level.events === t.TARGETS.sdkAt && n === judged ? `${factor} (target ≥ ${t.TARGETS.sdkFactor}×: ${t.sdkVerdict(level, t.layoutOf(level, n))})` : factor;
+    }),
+    `${level.sdk.total.n}; ${level.sdk.anomalies}`,
+  ]);
+  out.push(table(sdkHeader, sdkRows), '');
+
+  const fillCell = (l: LayoutLevel | undefined): string => (l ? `${int(l.fill.perSec)} (${l.fill.seconds.toFixed(1)} s)` : 'n/a');
+  out.push('Log fill (128 streams at once; sessions of 1-3 streams of 100-400 events, last one an end marker; the same shapes in every layout), events/s (seconds):', '');
+  out.push(table(['level', ...run.partitions.map((n) => `N=${n}`)], run.levels.map((level) => [int(level.events), ...run.partitions.map((n) => fillCell(t.layoutOf(level, n)))])));
+  return out;
 }
 
 function sideBySide(ctx: Ctx, rows: readonly Row[], withSync: boolean): string {
@@ -105,64 +166,27 @@ function appendRows(ctx: Ctx): Row[] {
     const streams = c === 1 ? '1 stream' : `${c} streams`;
     const sync = (target: Target): number => (syncAlways ? t.tput(syncAlways.throughput, target, c) : Number.NaN);
     const events = (target: Target, figure: string): Row => ({ figure: `${figure}, ${streams}`, cell: (r) => int(t.tput(r.throughput, target, c)), sync: int(sync(target)) });
+    const partitioned = [...new Set(runs.flatMap((r) => r.throughput.filter((x) => x.concurrency === c && x.partitions > 1).map((x) => x.partitions)))].sort((a, b) => a - b);
     return [
       events('raw', 'raw publish+ack'),
       events('raw-shaped', 'raw, tether-shaped*'),
-      events('tether', 'Tether append'),
+      events('tether', 'Tether append, N=1'),
       {
-        figure: `Tether / raw, ${streams}`,
+        figure: `Tether N=1 / raw, ${streams}`,
         cell: (r) => t.pct(t.appendShare(r, c)),
         sync: t.pct(sync('tether') / sync('raw')),
         ...opt('target', at64 && current ? `≥ ${t.pct(t.TARGETS.appendShare)}: ${t.appendVerdict(current)}` : undefined),
       },
+      ...partitioned.flatMap((n): Row[] => [
+        { figure: `Tether append, N=${n}, ${streams}`, cell: (r) => int(t.tput(r.throughput, 'tether-partitioned', c, n)) },
+        {
+          figure: `Tether N=${n} / raw, ${streams}`,
+          cell: (r) => t.pct(t.appendShare(r, c, n)),
+          ...opt('target', at64 && current ? `≥ ${t.pct(t.TARGETS.appendShare)}: ${t.appendVerdict(current, n)}` : undefined),
+        },
+      ]),
     ];
   });
-}
-
-function resumeRows(ctx: Ctx): Row[] {
-  const { runs, current } = ctx;
-  const pair = (s: Summary | undefined): string => (s === undefined ? 'n/a' : `${ms(s.p50)} / ${ms(s.p99)}`);
-  const rows = levelsOf(runs).flatMap((e): Row[] => {
-    const lv = (r: ServerRun): Level | undefined => t.levelAt(r, e);
-    const cur = current && lv(current);
-    const target = (text: string, ok: (l: Level) => t.Verdict) => (cur ? `${text}: ${ok(cur)}` : undefined);
-    const at = `@ ${int(e)}`;
-    return [
-      {
-        figure: `Tether p50 ${at}`,
-        cell: (r) => ms(lv(r)?.tether.total.p50 ?? Number.NaN),
-        ...opt('target', target(`≤ ${t.TARGETS.resumeP50Ms} ms`, t.p50Verdict)),
-      },
-      {
-        figure: `Tether p99 ${at}`,
-        cell: (r) => ms(lv(r)?.tether.total.p99 ?? Number.NaN),
-        ...opt('target', target(`≤ ${t.TARGETS.resumeP99Ms} ms`, t.p99Verdict)),
-      },
-      { figure: `Tether classify / 1st event p50 ${at}`, cell: (r) => withLevel(lv(r), (l) => `${ms(l.tether.classify.p50)} / ${ms(l.tether.firstEvent.p50)}`) },
-      { figure: `raw batch direct get p50 / p99* ${at}`, cell: (r) => pair(lv(r)?.rawDirectBatch) },
-      { figure: `SDK store p50 / p99 ${at}`, cell: (r) => pair(lv(r)?.sdk.total) },
-      {
-        figure: `SDK / Tether p50 ${at}`,
-        cell: (r) => ratio(t.sdkFactor(lv(r))),
-        ...opt('target', e === t.TARGETS.sdkAt ? target(`≥ ${t.TARGETS.sdkFactor}×`, (l) => t.sdkVerdict(l)) : undefined),
-      },
-      { figure: `samples Tether / SDK; anomalies ${at}`, cell: (r) => withLevel(lv(r), (l) => `${l.tether.total.n} / ${l.sdk.total.n}; ${l.tether.anomalies + l.sdk.anomalies}`) },
-    ];
-  });
-  const flat = (r: ServerRun): string => {
-    const f = t.flatness(r);
-    return `${ratio(f.p50)} / ${ratio(f.p99)} (${int(f.to)})`;
-  };
-  rows.push({ figure: 'Tether p50 / p99, largest level ÷ 10k', cell: flat, ...opt('target', current ? `≤ ${t.TARGETS.flat}× to 1M: ${t.flatness(current).verdict}` : undefined) });
-  return rows;
-}
-
-function levelsOf(runs: readonly ServerRun[]): number[] {
-  return [...new Set(runs.flatMap((r) => r.levels.map((l) => l.events)))].sort((a, b) => a - b);
-}
-
-function withLevel(l: Level | undefined, f: (l: Level) => string): string {
-  return l === undefined ? 'n/a' : f(l);
 }
 
 function sum(values: readonly number[]): number {

@@ -1,18 +1,19 @@
 /**
  * The server's part of `npm run bench:log`. Each call starts its own private
  * server (single node, file storage, fresh store dir) and removes it
- * afterwards.
+ * afterwards. On it, the log is measured at every partition count of the
+ * run (log-layouts.ts) side by side.
  */
 import { loadavg } from 'node:os';
 import { connect } from '@nats-io/transport-node';
-import { principalDigest, SessionLog } from '@tether/session-log';
+import { principalDigest } from '@tether/session-log';
+import type { SessionLog } from '@tether/session-log';
 import { startNatsServer } from '@tether/testing';
 import { createRng } from '../shared/random.js';
 import { countResumeApiCalls } from './api-calls.js';
-import { LogFill } from './fill.js';
-import type { FillReport } from './fill.js';
+import type { FillReport, LogFill } from './fill.js';
+import { assertSameShapes, closeLayouts, openLayouts } from './log-layouts.js';
 import { measureRawDirectBatch } from './raw-read.js';
-import type { LogLayout } from './raw-read.js';
 import { measureSdkResume, measureTetherResume, planSamples } from './resume.js';
 import type { SampleBudget, SamplePlan, SdkResumeResult, TetherResumeResult } from './resume.js';
 import { int, ms, progress } from './stats.js';
@@ -38,16 +39,30 @@ export interface RunKnobs {
   readonly tputCounts: ReadonlyMap<number, number>;
   /** Timed resumes per level. */
   readonly samples: number;
+  /** Partition counts of the log measured side by side (BENCH_LOG_PARTITIONS), ascending. */
+  readonly partitions: readonly number[];
+}
+
+/** One layout of the log (a partition count) at one level. */
+export interface LayoutLevel {
+  readonly partitions: number;
+  readonly fill: FillReport;
+  readonly tether: TetherResumeResult;
+  /** The server's floor: the same events read with one batch direct get, from the session's partition stream. */
+  readonly rawDirectBatch: Summary;
+  readonly apiCallsPerResume: Record<string, number>;
 }
 
 export interface Level {
   readonly events: number;
-  readonly fill: FillReport;
-  readonly tether: TetherResumeResult;
+  /**
+   * One per partition count, in `RunKnobs.partitions` order: each layout
+   * holds `events` events of the same session shapes and is resumed at the
+   * same cursors.
+   */
+  readonly layouts: readonly LayoutLevel[];
+  /** The SDK store, holding the first layout's events. */
   readonly sdk: SdkResumeResult;
-  /** Diagnostic: the same events read with one batch direct get. */
-  readonly rawDirectBatch: Summary;
-  readonly apiCallsPerResume: Record<string, number>;
 }
 
 /** What `SessionLog` says about the server and the paths it picked, when it says it (`log.server`). */
@@ -61,6 +76,8 @@ export interface ServerRun {
   readonly role: ServerRole;
   readonly version: string;
   readonly bin: string;
+  /** Partition counts measured (each level has a layout of each). */
+  readonly partitions: readonly number[];
   readonly logServer: LogServerInfo | undefined;
   readonly throughput: readonly ThroughputResult[];
   readonly levels: readonly Level[];
@@ -85,7 +102,10 @@ export interface SyncAlwaysRun {
 }
 
 const FILL_CONCURRENCY = 128;
-const LAYOUT: LogLayout = { streamName: 'BENCH_RESUME', subjectOf: (session, stream) => `resume.log.${session}.${stream}` };
+/** The same seed on every run: the same session shapes and sample cursors. */
+const SEED = 12_345;
+/** The partitioned throughput runs at this many streams only. */
+const PARTITIONED_TPUT_AT = 64;
 
 /** Throughput, then resume latency at every level, on a private server running `bin`; `peers`, if given, are measured at each level too. */
 export async function measureServer(bin: string, knobs: RunKnobs, peers?: LevelPeers): Promise<ServerRun> {
@@ -94,9 +114,19 @@ export async function measureServer(bin: string, knobs: RunKnobs, peers?: LevelP
   const server = await startNatsServer({ bin });
   try {
     progress(`nats-server ${server.version} (${bin}), store ${server.storeDir}`);
-    const throughput = await measureThroughput({ url: server.url, rounds: knobs.rounds, counts: knobs.tputCounts });
+    const partitioned = knobs.partitions.filter((n) => n > 1);
+    const throughput = await measureThroughput({ url: server.url, rounds: knobs.rounds, counts: knobs.tputCounts, partitioned, partitionedConcurrency: PARTITIONED_TPUT_AT });
     const resume = await measureResumeLevels(server.url, knobs, peers);
-    return { role: 'current', version: server.version, bin, ...resume, throughput, seconds: (performance.now() - started) / 1000, loadAvg: { start, end: loadNow() } };
+    return {
+      role: 'current',
+      version: server.version,
+      bin,
+      partitions: knobs.partitions,
+      ...resume,
+      throughput,
+      seconds: (performance.now() - started) / 1000,
+      loadAvg: { start, end: loadNow() },
+    };
   } finally {
     await server.cleanup();
   }
@@ -126,26 +156,26 @@ async function syncAlwaysOnVarz(monitorPort: number): Promise<boolean | undefine
   }
 }
 
+/**
+ * Resume latency at each level, for every layout side by side: each level
+ * fills every layout to the same size (the same session shapes, from the
+ * same seed), then resumes each at the same cursors, its raw batch direct
+ * get beside it. The SDK store and the peers hold the first layout's events.
+ */
 async function measureResumeLevels(
   url: string,
   knobs: RunKnobs,
   peers: LevelPeers | undefined,
 ): Promise<{ levels: Level[]; skipped: string | undefined; logServer: LogServerInfo | undefined }> {
   const principal = principalDigest('bench');
-  // The same seed on every server: the same session shapes and sample cursors.
-  const rand = createRng(12_345);
-  const log = await SessionLog.create({
-    servers: url,
-    streamName: LAYOUT.streamName,
-    subjectPrefix: 'resume',
-    sessionsBucket: 'bench_resume_sessions',
-    leasesBucket: 'bench_resume_leases',
-    maxMsgsPerStream: -1,
-  });
-  const logServer = logServerInfo(log);
+  const planRand = createRng(SEED).fork(2);
+  const layouts = await openLayouts(url, 'resume', knobs.partitions, principal, SEED);
+  const first = layouts[0];
+  if (first === undefined) throw new Error('no partition count to measure (BENCH_LOG_PARTITIONS)');
+  const logServer = logServerInfo(first.log);
   progress(logServer === undefined ? 'log.server: not exposed by this build' : `log.server: ${logServer.version}, replay ${logServer.replay}, classify ${logServer.classify}`);
+  progress(`layouts: ${layouts.map((l) => `${l.label} (${l.log.layout.partitions.map((p) => p.streamName).slice(0, 2).join(', ')}${l.partitions > 2 ? ', …' : ''})`).join('; ')}`);
   const monitor = await connect({ servers: url, noAsyncTraces: true });
-  const fill = new LogFill(log, principal, rand);
   const budget = { warmup: 10, max: knobs.samples, min: Math.min(30, knobs.samples), budgetMs: 60_000 };
   const sdkBudget = { warmup: 2, max: knobs.samples, min: Math.min(10, knobs.samples), budgetMs: 20_000 };
   const levels: Level[] = [];
@@ -153,49 +183,66 @@ async function measureResumeLevels(
   try {
     for (const events of knobs.levels) {
       if (events >= 1_000_000) {
-        const rate = levels[levels.length - 1]?.fill.perSec ?? 0;
-        const estimateS = (events - fill.total) / Math.max(1, rate);
-        const go = knobs.oneMillion === 'yes' || (knobs.oneMillion === 'auto' && estimateS <= knobs.maxFillS);
+        // Each layout by its own fill rate so far; the budget is per layout.
+        const estimates = layouts.map((l) => {
+          const rate = levels[levels.length - 1]?.layouts.find((x) => x.partitions === l.partitions)?.fill.perSec ?? 0;
+          return { label: l.label, more: events - l.fill.total, rate, seconds: (events - l.fill.total) / Math.max(1, rate) };
+        });
+        const worst = estimates.reduce((a, b) => (b.seconds > a.seconds ? b : a));
+        const go = knobs.oneMillion === 'yes' || (knobs.oneMillion === 'auto' && worst.seconds <= knobs.maxFillS);
+        const said = estimates.map((e) => `${e.label} ~${e.seconds.toFixed(0)} s at ${int(e.rate)} events/s`).join(', ');
         if (!go) {
           skipped =
             knobs.oneMillion === 'no'
               ? `${int(events)} level skipped: BENCH_LOG_1M=no`
-              : `${int(events)} level skipped: filling ${int(events - fill.total)} more events at the measured ${int(rate)} events/s would take ~${estimateS.toFixed(0)} s, over the ${knobs.maxFillS} s budget (BENCH_LOG_1M=yes forces it)`;
+              : `${int(events)} level skipped: filling ${int(worst.more)} more events of ${worst.label} at the measured ${int(worst.rate)} events/s would take ~${worst.seconds.toFixed(0)} s, over the ${knobs.maxFillS} s budget per layout (BENCH_LOG_1M=yes forces it)`;
           progress(skipped);
           break;
         }
-        progress(`${int(events)} level: ~${estimateS.toFixed(0)} s of filling at ${int(rate)} events/s (budget ${knobs.maxFillS} s)`);
+        progress(`${int(events)} level: filling ${said} (budget ${knobs.maxFillS} s per layout)`);
       }
-      progress(`fill to ${int(events)} events (${FILL_CONCURRENCY} streams at once)`);
-      const report = await fill.fillTo(events, FILL_CONCURRENCY);
-      progress(`filled ${int(report.added)} events in ${report.seconds.toFixed(1)} s (${int(report.perSec)} events/s); ${int(fill.streams.length)} streams`);
-      const plans = planSamples(fill, knobs.samples + budget.warmup, rand);
-      const tether = await measureTetherResume(log, fill, principal, plans, budget);
-      progress(`tether resume p50 ${ms(tether.total.p50)} ms, p99 ${ms(tether.total.p99)} ms (n=${tether.total.n})`);
-      const rawDirectBatch = await measureRawDirectBatch(monitor, LAYOUT, fill, plans, budget);
-      progress(`raw batch direct get p50 ${ms(rawDirectBatch.p50)} ms, p99 ${ms(rawDirectBatch.p99)} ms`);
-      const apiCallsPerResume = await countResumeApiCalls(monitor, log, fill, principal, plans[0] ?? { stream: 0, cursor: 0 });
-      const sdk = await measureSdkResume(fill, events, plans, sdkBudget);
+      const fills = new Map<number, FillReport>();
+      for (const layout of layouts) {
+        progress(`${layout.label}: fill to ${int(events)} events (${FILL_CONCURRENCY} streams at once)`);
+        const report = await layout.fill.fillTo(events, FILL_CONCURRENCY);
+        fills.set(layout.partitions, report);
+        progress(`${layout.label}: filled ${int(report.added)} events in ${report.seconds.toFixed(1)} s (${int(report.perSec)} events/s); ${int(layout.fill.streams.length)} streams`);
+      }
+      assertSameShapes(layouts);
+      const plans = planSamples(first.fill, knobs.samples + budget.warmup, planRand);
+      const measured: LayoutLevel[] = [];
+      for (const layout of layouts) {
+        const tether = await measureTetherResume(layout.log, layout.fill, principal, plans, budget);
+        progress(`${layout.label}: tether resume p50 ${ms(tether.total.p50)} ms, p99 ${ms(tether.total.p99)} ms (n=${tether.total.n})`);
+        const rawDirectBatch = await measureRawDirectBatch(monitor, layout.read, layout.fill, plans, budget);
+        progress(`${layout.label}: raw batch direct get p50 ${ms(rawDirectBatch.p50)} ms, p99 ${ms(rawDirectBatch.p99)} ms`);
+        const apiCallsPerResume = await countResumeApiCalls(monitor, layout.log, layout.fill, principal, plans[0] ?? { stream: 0, cursor: 0 });
+        measured.push({ partitions: layout.partitions, fill: fills.get(layout.partitions) as FillReport, tether, rawDirectBatch, apiCallsPerResume });
+      }
+      const sdk = await measureSdkResume(first.fill, events, plans, sdkBudget);
       progress(`sdk store p50 ${ms(sdk.total.p50)} ms, p99 ${ms(sdk.total.p99)} ms (n=${sdk.total.n})`);
-      if (peers !== undefined) await peers.atLevel(fill, events, plans, sdkBudget);
-      levels.push({ events, fill: report, tether, sdk, rawDirectBatch, apiCallsPerResume });
+      if (peers !== undefined) await peers.atLevel(first.fill, events, plans, sdkBudget);
+      levels.push({ events, layouts: measured, sdk });
     }
   } finally {
     await monitor.close();
-    await log.close();
+    await closeLayouts(layouts);
   }
   return { levels, skipped, logServer };
 }
 
 /**
- * `log.server` (`{ version, paths: { replay, classify } }`) if this build of
- * `SessionLog` has it; read defensively so the bench runs on builds with and without.
+ * `log.server` and the read paths. Builds that name their paths
+ * (`{ version, paths: { replay, classify } }`) are read as they say; since
+ * nats-server 2.11 became the floor (issue 24) the log has one read path,
+ * batch direct gets, and names none, so that is what is reported.
  */
 function logServerInfo(log: SessionLog): LogServerInfo | undefined {
   if (!('server' in log)) return undefined;
   const server = log.server as { version?: unknown; paths?: { replay?: unknown; classify?: unknown } } | undefined;
   if (server === undefined || server === null) return undefined;
-  return { version: String(server.version ?? '?'), replay: String(server.paths?.replay ?? '?'), classify: String(server.paths?.classify ?? '?') };
+  const only = 'direct-batch (the only path on 2.11+)';
+  return { version: String(server.version ?? '?'), replay: String(server.paths?.replay ?? only), classify: String(server.paths?.classify ?? only) };
 }
 
 function loadNow(): number[] {

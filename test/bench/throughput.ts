@@ -3,12 +3,15 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import { EventKind, LogHeader, newEpoch } from '@tether/protocol';
 import { principalDigest, SessionLog } from '@tether/session-log';
+import { layoutNames } from './log-layouts.js';
 import { progressPayload } from './payload.js';
 import { median, progress } from './stats.js';
 
 /** What is being appended: the session log, or raw JetStream publishes. */
 export const Target = {
   tether: 'tether',
+  /** `SessionLog.append` on a log of `partitions` > 1 streams (the result's `partitions`). */
+  tetherPartitioned: 'tether-partitioned',
   raw: 'raw',
   rawShaped: 'raw-shaped',
 } as const;
@@ -16,6 +19,8 @@ export type Target = (typeof Target)[keyof typeof Target];
 
 export interface ThroughputResult {
   readonly target: Target;
+  /** Partitions of the log appended to: 1 for every target but `tether-partitioned`. */
+  readonly partitions: number;
   readonly concurrency: number;
   readonly count: number;
   /** Events per second of every round, in run order. */
@@ -28,6 +33,13 @@ export interface ThroughputOptions {
   readonly rounds: number;
   /** Events per measured run, by concurrency. */
   readonly counts: ReadonlyMap<number, number>;
+  /**
+   * Partition counts (> 1) of logs also appended to, each at
+   * `partitionedConcurrency` only, beside the unpartitioned log. Default none.
+   */
+  readonly partitioned?: readonly number[];
+  /** Default 64. */
+  readonly partitionedConcurrency?: number;
 }
 
 /** One lane appends `n` events one after another. */
@@ -38,6 +50,8 @@ type Lane = (n: number) => Promise<void>;
  * concurrency, alternating targets within a round so drift hits all alike.
  *
  * - `tether`: `SessionLog.append` (one stream per lane, one session per lane).
+ * - `tether-partitioned`: the same on a log of N partitions (each of
+ *   `options.partitioned`), at `partitionedConcurrency` streams only.
  * - `raw`: `js.publish(subject, payload)` awaiting the ack, one subject per
  *   lane, to a plain file stream.
  * - `raw-shaped` (diagnostic): raw publishes carrying what Tether adds on the
@@ -48,15 +62,13 @@ type Lane = (n: number) => Promise<void>;
  */
 export async function measureThroughput(options: ThroughputOptions): Promise<ThroughputResult[]> {
   const nc = await connect({ servers: options.url, noAsyncTraces: true });
-  const log = await SessionLog.create({
-    servers: options.url,
-    streamName: 'BENCH_TPUT',
-    subjectPrefix: 'tput',
-    sessionsBucket: 'bench_tput_sessions',
-    leasesBucket: 'bench_tput_leases',
-    maxMsgsPerStream: -1,
-  });
+  const log = await SessionLog.create({ servers: options.url, ...layoutNames('tput', 1), maxMsgsPerStream: -1 });
+  const partitionedAt = options.partitionedConcurrency ?? 64;
+  const partitioned = new Map<number, SessionLog>();
   try {
+    for (const n of options.partitioned ?? []) {
+      if (n > 1) partitioned.set(n, await SessionLog.create({ servers: options.url, ...layoutNames('tput', n), partitions: n, maxMsgsPerStream: -1 }));
+    }
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['raw.>'], storage: StorageType.File, num_replicas: 1 });
     await jsm.streams.add({
@@ -69,31 +81,37 @@ export async function measureThroughput(options: ThroughputOptions): Promise<Thr
     });
     const js = jetstream(nc);
     const concurrencies = [...options.counts.keys()];
-    const targets = [Target.raw, Target.rawShaped, Target.tether];
+    /** What runs at concurrency `c`: the three targets, and the partitioned logs at their concurrency. */
+    const kinds = (c: number): { target: Target; partitions: number; log: SessionLog }[] => [
+      ...[Target.raw, Target.rawShaped, Target.tether].map((target) => ({ target, partitions: 1, log })),
+      ...(c === partitionedAt ? [...partitioned].map(([partitions, plog]) => ({ target: Target.tetherPartitioned, partitions, log: plog })) : []),
+    ];
+    const keyOf = (k: { target: Target; partitions: number }, c: number): string => `${k.target}/${k.partitions}/${c}`;
+    const nameOf = (k: { target: Target; partitions: number }): string => (k.target === Target.tetherPartitioned ? `tether N=${k.partitions}` : k.target);
     const rounds = new Map<string, number[]>();
 
     progress('throughput: warm-up');
     for (const c of concurrencies) {
-      for (const target of targets) await runOnce(target, c, Math.min(2_000, (options.counts.get(c) ?? 0) / 4), js, log);
+      for (const k of kinds(c)) await runOnce(k.target, c, Math.min(2_000, (options.counts.get(c) ?? 0) / 4), js, k.log);
     }
     for (let round = 1; round <= options.rounds; round += 1) {
       for (const c of concurrencies) {
-        for (const target of targets) {
+        for (const k of kinds(c)) {
           const count = options.counts.get(c) ?? 0;
-          const perSec = await runOnce(target, c, count, js, log);
-          const key = `${target}/${c}`;
-          rounds.set(key, [...(rounds.get(key) ?? []), perSec]);
-          progress(`throughput round ${round}/${options.rounds}: ${target} c=${c}: ${Math.round(perSec)} events/s`);
+          const perSec = await runOnce(k.target, c, count, js, k.log);
+          rounds.set(keyOf(k, c), [...(rounds.get(keyOf(k, c)) ?? []), perSec]);
+          progress(`throughput round ${round}/${options.rounds}: ${nameOf(k)} c=${c}: ${Math.round(perSec)} events/s`);
         }
       }
     }
     return concurrencies.flatMap((c) =>
-      targets.map((target) => {
-        const perSec = rounds.get(`${target}/${c}`) ?? [];
-        return { target, concurrency: c, count: options.counts.get(c) ?? 0, roundsPerSec: perSec, medianPerSec: median(perSec) };
+      kinds(c).map((k) => {
+        const perSec = rounds.get(keyOf(k, c)) ?? [];
+        return { target: k.target, partitions: k.partitions, concurrency: c, count: options.counts.get(c) ?? 0, roundsPerSec: perSec, medianPerSec: median(perSec) };
       }),
     );
   } finally {
+    for (const plog of partitioned.values()) await plog.close();
     await log.close();
     await nc.drain().catch(() => undefined);
   }
@@ -116,7 +134,7 @@ async function makeLane(target: Target, js: JetStreamClient, log: SessionLog): P
   laneCounter += 1;
   const token = `lane-${laneCounter}`;
   let n = 0;
-  if (target === Target.tether) {
+  if (target === Target.tether || target === Target.tetherPartitioned) {
     const session = await log.createSession(principalDigest('bench'));
     const stream = log.newStreamId();
     return async (k) => {

@@ -35,13 +35,15 @@ export function renderPeers(peers: PeerRun, runs: readonly ServerRun[]): string 
       .join('; ');
   const concurrencies = [...new Set(peers.throughput.map((t) => t.concurrency))].sort((a, b) => a - b);
   const tputStores = [...new Set(peers.throughput.map((t) => t.store))];
-  const tetherTput = (c: number, target: string): string => int(first?.throughput.find((t) => t.target === target && t.concurrency === c)?.medianPerSec ?? Number.NaN);
+  const tetherTput = (c: number, target: string, partitions = 1): string =>
+    int(first?.throughput.find((t) => t.target === target && t.concurrency === c && t.partitions === partitions)?.medianPerSec ?? Number.NaN);
   out.push('Append (events/s, median of rounds): `storeEvent` of a 200-byte progress notification, each lane its own session and stream, every append awaited; 1 untimed append per lane first.', '');
   out.push(
     table(
       ['store', ...concurrencies.map((c) => (c === 1 ? '1 stream' : `${c} streams`)), 'rounds'],
       [
-        [`Tether SessionLog.append (${label}, table above)`, ...concurrencies.map((c) => tetherTput(c, 'tether')), ''],
+        [`Tether SessionLog.append, N=1 (${label}, table above)`, ...concurrencies.map((c) => tetherTput(c, 'tether')), ''],
+        ...(first?.partitions ?? []).filter((n) => n > 1).map((n) => [`Tether SessionLog.append, N=${n} (${label}, table above)`, ...concurrencies.map((c) => tetherTput(c, 'tether-partitioned', n)), '']),
         [`raw JetStream publish+ack (${label}, table above)`, ...concurrencies.map((c) => tetherTput(c, 'raw')), ''],
         ...tputStores.map((s) => [StoreName[s], ...concurrencies.map((c) => tput(s, c)), rounds(s)]),
       ],
@@ -59,7 +61,7 @@ export function renderPeers(peers: PeerRun, runs: readonly ServerRun[]): string 
     return `${pair(r.total)}${extras.length > 0 ? `; ${extras.join(', ')}` : ''}`;
   };
   const level = (e: number) => first?.levels.find((l) => l.events === e);
-  const logCell = (e: number, pick: (l: NonNullable<ReturnType<typeof level>>) => Summary): string => {
+  const logCell = (e: number, pick: (l: NonNullable<ReturnType<typeof level>>) => Summary | undefined): string => {
     const l = level(e);
     return l !== undefined ? pair(pick(l)) : first?.skipped !== undefined ? `skipped: ${first.skipped}` : 'not run';
   };
@@ -68,7 +70,7 @@ export function renderPeers(peers: PeerRun, runs: readonly ServerRun[]): string 
     table(
       ['store', ...levels.map((e) => `@ ${int(e)}`)],
       [
-        [`Tether (${label})`, ...levels.map((e) => logCell(e, (l) => l.tether.total))],
+        ...(first?.partitions ?? []).map((n) => [`Tether, log of N=${n} (${label})`, ...levels.map((e) => logCell(e, (l) => l.layouts.find((x) => x.partitions === n)?.tether.total))]),
         [`${StoreName.sdk} (one store for all sessions)`, ...levels.map((e) => logCell(e, (l) => l.sdk.total))],
         ...resumeStores.map((s) => [StoreName[s], ...levels.map((e) => peerCell(s, e))]),
       ],
