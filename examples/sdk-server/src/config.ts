@@ -1,11 +1,14 @@
 import { ConfigError, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagSpec } from '@tether/config';
+import { isSessionLogError, MAX_PARTITIONS, resolveConfig } from '@tether/session-log';
 
 /** Every flag of `tether-sdk-example`; `--help` is built from this table, so it lists exactly what the parser accepts. */
 export const FLAGS = [
   { flag: 'port', env: 'PORT', help: 'port to serve MCP on (/mcp) and /healthz; 0 picks a free one', fallback: '3000' },
   { flag: 'host', env: 'TETHER_SDK_HOST', help: 'address to listen on', fallback: '127.0.0.1' },
   { flag: 'nats', env: 'TETHER_NATS_URL', help: 'NATS server with JetStream (the session log, registry and tasks live there)', fallback: 'nats://127.0.0.1:4222' },
+  { flag: 'log-partitions', env: 'TETHER_LOG_PARTITIONS', help: `streams the session log is spread over, 1 to ${MAX_PARTITIONS}; the same on every instance and every other process of the deployment`, fallback: '1' },
+  { flag: 'log-placement-tags', env: 'TETHER_LOG_PLACEMENT_TAGS', help: "server tags the log's streams and buckets are placed on, comma separated", fallback: '' },
   { flag: 'instance', env: 'TETHER_SDK_INSTANCE', help: 'name of this instance in log lines', fallback: '' },
   { flag: 'retry-ms', env: 'TETHER_SDK_RETRY_MS', help: 'SSE retry: hint (ms) on priming events and resume acknowledgments: how soon clients reconnect', fallback: '1000' },
   { flag: 'writer-check-ms', env: 'TETHER_SDK_WRITER_CHECK_MS', help: 'a resumed reader asks whether the stream\'s writer lives after this much silence (ms)', fallback: '500' },
@@ -37,6 +40,10 @@ export interface ExampleConfig {
   readonly port: number;
   readonly host: string;
   readonly nats: string;
+  /** Streams the session log is spread over (`SessionLogOptions.partitions`); another count than the deployment's is refused at startup. */
+  readonly logPartitions: number;
+  /** Server tags the log's streams and buckets are placed on (`SessionLogOptions.placementTags`). */
+  readonly logPlacementTags: readonly string[];
   /** '' when not given: then `<hostname>-<pid>`. */
   readonly instance: string;
   readonly retryMs: number;
@@ -74,12 +81,28 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     port: int('port', raw('port'), 0, 65_535),
     host,
     nats,
+    logPartitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
+    logPlacementTags: placementTags(raw('log-placement-tags')),
     instance: raw('instance'),
     retryMs: int('retry-ms', raw('retry-ms'), 1, 600_000),
     writerCheckMs,
     writerSilenceMs,
     auth: parseAuth(raw),
   };
+}
+
+/** `--log-placement-tags`, each tag checked by the session log's own rule, named by the flag. */
+function placementTags(text: string): string[] {
+  const tags = list(text);
+  for (const tag of tags) {
+    try {
+      resolveConfig({ placementTags: [tag] });
+    } catch (err) {
+      if (!isSessionLogError(err)) throw err;
+      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
+    }
+  }
+  return tags;
 }
 
 type AuthFlag = 'auth' | 'auth-jwks-url' | 'auth-issuer' | 'auth-audience' | 'auth-scopes' | 'auth-authorization-server';

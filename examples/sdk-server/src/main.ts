@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  logger.info({ instance: example.instance, port: example.port, url: `${example.url}/mcp`, natsServer: example.natsServer, auth: config.auth.mode, pid: process.pid }, 'listening');
+  logger.info({ instance: example.instance, port: example.port, url: `${example.url}/mcp`, natsServer: example.natsServer, partitions: example.partitions, auth: config.auth.mode, pid: process.pid }, 'listening');
 }
 
 main().catch((err: unknown) => {

@@ -20,6 +20,8 @@ export interface SdkExample {
   readonly instance: string;
   /** The nats-server's version, for the startup line. */
   readonly natsServer: string;
+  /** The streams the session log is spread over, for the startup line. */
+  readonly partitions: number;
   /** Stops accepting, drops this instance's local session state and presence, closes the NATS connection. Sessions live on in the registry. */
   close(): Promise<void>;
 }
@@ -45,7 +47,8 @@ export interface SdkExample {
  */
 export async function startSdkExample(config: ExampleConfig, logger: ReturnType<typeof createRootLogger>): Promise<SdkExample> {
   const instance = config.instance === '' ? `${hostname()}-${process.pid}` : config.instance;
-  const log = await SessionLog.create({ servers: config.nats.split(',').map((s) => s.trim()) });
+  // Every process of the deployment gives the same partition count; another is refused here (incompatible_log).
+  const log = await SessionLog.create({ servers: config.nats.split(',').map((s) => s.trim()), partitions: config.logPartitions, placementTags: config.logPlacementTags });
   const tasks = await createDurableTasks({ nc: log.connection });
   const presence = createWriterPresence(log);
   const work = logger.child({ component: 'slow_task' });
@@ -126,6 +129,7 @@ export async function startSdkExample(config: ExampleConfig, logger: ReturnType<
     url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
     instance,
     natsServer: log.server.version,
+    partitions: log.layout.partitions.length,
     close() {
       closing ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -37,6 +37,8 @@ describe('tether-sdk-example command line', () => {
     [['serve'], /unexpected argument "serve"/],
     [['--auth', 'jwt', '--auth-issuer', 'https://as.example.test'], /--auth jwt needs --auth-jwks-url and --auth-audience/],
     [['--auth', 'basic'], /invalid --auth "basic"; allowed: none or jwt/],
+    [['--log-partitions', '0'], /invalid --log-partitions "0"; allowed: an integer from 1 to 256/],
+    [['--log-placement-tags', 'eu,a b'], /invalid --log-placement-tags "a b"; allowed: server tags of 1 to 64 letters/],
   ])('%j: a clear error on stderr, exit 2', async (args, message) => {
     const { code, stderr, stdout } = await run(args);
     expect(stderr).toMatch(message);
