@@ -59,7 +59,7 @@ describe('the services these files describe', () => {
   it('listen where the deploy files expect by default: gateway 8080, session-log 50051', () => {
     expect(GATEWAY_PORT).toBe(8080);
     expect(SESSION_LOG_PORT).toBe(50051);
-    expect(gatewayFlags.has('TETHER_LOG_REPLICAS') && sessionLogFlags.has('TETHER_LOG_REPLICAS')).toBe(true);
+    for (const key of ['TETHER_LOG_REPLICAS', 'TETHER_LOG_PARTITIONS', 'TETHER_LOG_PLACEMENT_TAGS']) expect(gatewayFlags.has(key) && sessionLogFlags.has(key), key).toBe(true);
   });
 });
 
@@ -286,6 +286,16 @@ describe('deploy/compose', () => {
     }
   });
 
+  it('gives every process that opens the log one partition count (a process with another refuses to start)', () => {
+    // Gateways on --log grpc:// do not open the log; these all do.
+    const openers = [...gateways.filter((g) => env(g).TETHER_LOG_URL === undefined), 'session-log'];
+    expect(openers.length).toBe(gateways.length + 1);
+    const counts = new Set(openers.map((name) => env(name).TETHER_LOG_PARTITIONS));
+    expect([...counts]).toHaveLength(1);
+    const count = Number([...counts][0]);
+    expect(Number.isInteger(count) && count >= 1 && count <= 256, `TETHER_LOG_PARTITIONS=${String([...counts][0])}`).toBe(true);
+  });
+
   it('nats.conf is valid for nats-server (-t)', () => {
     const bin = findNatsServerBinary();
     // `sync_interval` came in 2.10 and 2.9 refuses the whole file (unknown field): check it with the server compose runs.
@@ -462,6 +472,17 @@ describe('deploy/k8s', () => {
     expect(Number(config.TETHER_LOG_REPLICAS)).toBe(values.config.cluster.replicas);
     // Helm release `nats` in the same namespace: Service `nats`, port 4222.
     expect(hostPort(config.TETHER_NATS_URL!)).toEqual({ host: 'nats', port: 4222 });
+  });
+
+  it('every Deployment takes the log\'s partition count from the shared ConfigMap, none overrides it', () => {
+    const config = configMaps.find((c) => c.metadata.name === 'tether-config')!.data as Record<string, string>;
+    const count = Number(config.TETHER_LOG_PARTITIONS);
+    expect(Number.isInteger(count) && count >= 1 && count <= 256, `TETHER_LOG_PARTITIONS=${config.TETHER_LOG_PARTITIONS}`).toBe(true);
+    for (const deployment of deployments) {
+      const container = deployment.spec.template.spec.containers[0];
+      expect((container.env ?? []).map((e: Doc) => e.name), deployment.metadata.name).not.toContain('TETHER_LOG_PARTITIONS');
+      expect(containerEnv(deployment).TETHER_LOG_PARTITIONS, deployment.metadata.name).toBe(config.TETHER_LOG_PARTITIONS);
+    }
   });
 
   it('the Helm values make JetStream fsync before it acknowledges (config.jetstream.merge.sync_interval: always)', () => {
