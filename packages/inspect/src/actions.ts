@@ -27,9 +27,11 @@ export interface CloseOutcome {
 export async function closeSessionByTag(access: InspectAccess, tag: string, known?: readonly KnownSession[]): Promise<CloseOutcome> {
   const session = await resolveTag(access, tag, known);
   const wasActive = session.record?.state === 'active';
+  // The session's partition holds its registry entry and its events; the subjects carry the partition too.
+  const partition = access.partitionOf(session.sessionId);
   try {
-    if (session.record !== undefined) await new SessionRegistry(access.sessions).markClosed(session.sessionId);
-    await access.jsm.streams.purge(access.streamName, { filter: access.subjects.sessionLogs(session.sessionId) });
+    if (session.record !== undefined) await new SessionRegistry((id) => access.partitionOf(id).sessions).markClosed(session.sessionId);
+    await access.jsm.streams.purge(partition.streamName, { filter: access.subjects.sessionLogs(session.sessionId) });
   } catch (err) {
     throw new InspectError(InspectErrorCode.unavailable, `closing ${tag} failed: ${String(err)}`, { cause: err });
   }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isSessionId } from '@tether/protocol';
 import { ConfigError } from '@tether/config';
-import { isTaskId } from '@tether/session-log';
+import { isTaskId, MAX_PARTITIONS } from '@tether/session-log';
 import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
 import { formatTask, formatTasks } from './admin-task-format.js';
 import { InspectError, InspectErrorCode, isInspectError, scrub } from './errors.js';
@@ -27,7 +27,7 @@ export interface AdminIo {
 const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain', 'tasks', 'task'] as const;
 type Command = (typeof COMMANDS)[number];
 
-const VALUE_FLAGS = ['nats', 'namespace', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const;
+const VALUE_FLAGS = ['nats', 'namespace', 'log-partitions', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const;
 type ValueFlag = (typeof VALUE_FLAGS)[number];
 
 export function adminHelp(): string {
@@ -71,6 +71,8 @@ export function adminHelp(): string {
     'Flags of every command:',
     '  --nats URL               NATS server URL(s), comma separated (env TETHER_NATS_URL; default nats://127.0.0.1:4222)',
     '  --namespace NAME         the deployment\'s namespace, as its gateways\' --namespace (env TETHER_NAMESPACE)',
+    `  --log-partitions N       the log's partition count, 1 to ${MAX_PARTITIONS} (env TETHER_LOG_PARTITIONS); default: read from`,
+    '                           the deployment (partition 0\'s stream); given, it must be the deployment\'s',
     '  --log grpc://HOST:PORT   read and act through a tether-session-log\'s operator API instead of NATS',
     '  --log-token T            its operator token (env TETHER_OPERATOR_TOKEN; or --log-token-file F)',
     '  --json                   print JSON instead of text (errors too: {"error":{"code","message"}})',
@@ -130,6 +132,7 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
   for (const name of ['verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const) {
     if (flags[name] !== undefined && !only[command as Command].includes(name)) throw bad(`--${name} does not apply to ${command}`);
   }
+  if (flags['log-partitions'] !== undefined) partitionCount(flags['log-partitions'], '--log-partitions');
   return { command: command as Command, arg, flags, json };
 }
 
@@ -169,6 +172,13 @@ function assertTag(text: string): void {
 function taskStatus(text: string): TaskStatusName {
   if (isTaskStatusName(text)) return text;
   throw bad(`invalid --status ${JSON.stringify(text.slice(0, 40))}; allowed: ${TASK_STATUSES.join(', ')}`);
+}
+
+/** A partition count from `--log-partitions` or TETHER_LOG_PARTITIONS: 1 to MAX_PARTITIONS. */
+function partitionCount(text: string, source: string): number {
+  const n = Number(text);
+  if (!/^[0-9]{1,3}$/.test(text) || n < 1 || n > MAX_PARTITIONS) throw bad(`invalid ${source} ${JSON.stringify(text.slice(0, 40))}; allowed: an integer from 1 to ${MAX_PARTITIONS}, the gateways' --log-partitions (or leave it out: the count is read from the deployment)`);
+  return n;
 }
 
 function intFlag(name: string, text: string | undefined, min: number, max: number): number | undefined {
@@ -261,10 +271,13 @@ async function openOperator(flags: Partial<Record<ValueFlag, string>>, io: Admin
     throw err instanceof ConfigError ? bad(err.message) : err;
   }
   if (log !== undefined) {
-    if (flags.nats !== undefined || flags.namespace !== undefined) throw bad('--nats and --namespace do not apply with --log: the session-log service reads its own log');
+    if (flags.nats !== undefined || flags.namespace !== undefined || flags['log-partitions'] !== undefined) throw bad('--nats, --namespace and --log-partitions do not apply with --log: the session-log service reads its own log');
     return openGrpcOperator(log);
   }
-  return openNatsOperator({ servers: flags.nats ?? io.env['TETHER_NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace: flags.namespace ?? io.env['TETHER_NAMESPACE'] ?? '' });
+  const envPartitions = io.env['TETHER_LOG_PARTITIONS'];
+  const partitions =
+    flags['log-partitions'] !== undefined ? partitionCount(flags['log-partitions'], '--log-partitions') : envPartitions === undefined || envPartitions === '' ? undefined : partitionCount(envPartitions, 'TETHER_LOG_PARTITIONS');
+  return openNatsOperator({ servers: flags.nats ?? io.env['TETHER_NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace: flags.namespace ?? io.env['TETHER_NAMESPACE'] ?? '', ...(partitions === undefined ? {} : { partitions }) });
 }
 
 function fail(io: AdminIo, json: boolean, err: unknown): number {

@@ -2,7 +2,8 @@
 // Users' symbols first: the read model, then tether-admin's actions.
 export type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane, WriterSpan } from './model.js';
 export { openInspectAccess } from './access.js';
-export type { InspectAccess, InspectAccessOptions } from './access.js';
+export type { InspectAccess, InspectAccessOptions, PartitionAccess } from './access.js';
+export { findPartitionCount } from './find-partitions.js';
 export { createLogReadModel } from './read-model.js';
 export type { LogReadModel } from './read-model.js';
 export { listSessions, summarize } from './sessions.js';

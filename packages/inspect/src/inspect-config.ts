@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
+import { MAX_PARTITIONS } from '@tether/session-log';
 
 export { ConfigError };
 
@@ -20,6 +21,7 @@ export const INSPECT_FLAGS = [
   { flag: 'log-token', env: 'TETHER_OPERATOR_TOKEN', help: 'operator token for --log (one of the service\'s --operator-token secrets)', fallback: '' },
   { flag: 'log-token-file', env: 'TETHER_OPERATOR_TOKEN_FILE', help: 'file holding the operator token for --log (its first line)', fallback: '' },
   { flag: 'namespace', env: 'TETHER_NAMESPACE', help: 'the deployment to inspect (as given to the gateways; empty = default names)', fallback: '' },
+  { flag: 'log-partitions', env: 'TETHER_LOG_PARTITIONS', help: `the log's partition count, 1 to ${MAX_PARTITIONS}, as the gateways' (empty = read from the deployment; given, it must agree)`, fallback: '' },
   { flag: 'log-level', env: 'TETHER_LOG_LEVEL', help: 'pino level: trace, debug, info, warn, error, fatal, silent', fallback: 'info' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings keyed by flag name (e.g. {"port": 8090, "token": ["…"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
@@ -40,6 +42,8 @@ export interface InspectConfig {
   /** A session-log service's operator API, `grpc://host:port`, and its operator token (a secret). */
   readonly log: { readonly url: string; readonly token: string } | undefined;
   readonly namespace: string | undefined;
+  /** `--log-partitions`; undefined: read the count from the deployment. */
+  readonly partitions: number | undefined;
   readonly logLevel: string;
 }
 
@@ -97,9 +101,12 @@ export function parseInspectConfig(
   const namespace = namespaceText === '' ? undefined : matching('namespace', namespaceText, NAMESPACE, 'a-z, 0-9, _ and -, up to 32 characters');
   const log = grpcLog(raw('log'), raw('log-token'), raw('log-token-file'), readFile);
   if (log !== undefined && namespace !== undefined) throw new ConfigError('--namespace does not apply with --log: the session-log service reads its own namespace');
+  const partitionsText = raw('log-partitions');
+  const partitions = partitionsText === '' ? undefined : int('log-partitions', partitionsText, 1, MAX_PARTITIONS);
+  if (log !== undefined && partitions !== undefined) throw new ConfigError('--log-partitions does not apply with --log: the session-log service reads its own log');
   const nats = list(raw('nats'));
   if (nats.length === 0) throw new ConfigError('invalid --nats ""; allowed: one or more NATS URLs like nats://127.0.0.1:4222');
-  return { host, port: int('port', raw('port'), 0, 65535), tokens, nats, log, namespace, logLevel };
+  return { host, port: int('port', raw('port'), 0, 65535), tokens, nats, log, namespace, partitions, logLevel };
 }
 
 /**

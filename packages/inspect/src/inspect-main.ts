@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   const logger = jsonLogger(config.logLevel);
   const operator =
     config.log === undefined
-      ? await openNatsOperator({ servers: config.nats, ...(config.namespace === undefined ? {} : { namespace: config.namespace }) })
+      ? await openNatsOperator({ servers: config.nats, ...(config.namespace === undefined ? {} : { namespace: config.namespace }), ...(config.partitions === undefined ? {} : { partitions: config.partitions }) })
       : openGrpcOperator(config.log);
   const server = await startInspectServer({ source: operator, tokens: config.tokens, host: config.host, port: config.port, logger });
   logger.info({ url: server.url, port: server.port, log: operator.describe }, 'listening');

@@ -31,7 +31,7 @@ export function natsOperator(access: InspectAccess): Operator {
     ...createLogReadModel(access),
     closeSession: (tag) => closeSessionByTag(access, tag),
     drainInstance: (instance, timeoutMs) => requestDrain(access, instance, timeoutMs),
-    describe: `stream ${access.streamName}`,
+    describe: `stream ${access.logName}`,
     close: () => access.close(),
   };
 }

@@ -3,7 +3,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { decodeAuditEvent } from '@tether/session-log';
 import type { AuditEvent } from '@tether/session-log';
 import { LogHeader } from '@tether/protocol';
-import type { InspectAccess } from './access.js';
+import type { InspectAccess, PartitionAccess } from './access.js';
 import { InspectError, InspectErrorCode } from './errors.js';
 
 const NANOS_PER_MS = 1_000_000;
@@ -29,12 +29,11 @@ export interface RawEvent {
 }
 
 /**
- * Every message under `filter` in log order, through one ephemeral consumer
- * (single filter: 2.9-compatible). With `lastPerSubject`, only the last
- * message of each subject under it. `stream`: the log stream unless another
- * of the deployment's streams is named (the tasks stream).
+ * Every message of `stream` under `filter` in log order, through one
+ * ephemeral consumer. With `lastPerSubject`, only the last message of each
+ * subject under it.
  */
-export async function readAll<T>(access: InspectAccess, filter: string, map: (msg: JsMsg) => T | undefined, lastPerSubject = false, stream = access.streamName): Promise<T[]> {
+export async function readAll<T>(access: InspectAccess, stream: string, filter: string, map: (msg: JsMsg) => T | undefined, lastPerSubject = false): Promise<T[]> {
   let info;
   try {
     info = await access.jsm.consumers.add(stream, {
@@ -73,10 +72,10 @@ export async function readAll<T>(access: InspectAccess, filter: string, map: (ms
   return out;
 }
 
-/** Every stored event of every stream of a session, in log order. */
+/** Every stored event of every stream of a session, in log order (its partition's stream). */
 export function readSessionEvents(access: InspectAccess, sessionId: string): Promise<RawEvent[]> {
   const prefix = access.subjects.log(sessionId, '');
-  return readAll(access, access.subjects.sessionLogs(sessionId), (msg) => {
+  return readAll(access, access.partitionOf(sessionId).streamName, access.subjects.sessionLogs(sessionId), (msg) => {
     const h = msg.headers;
     const text = (name: string): string | undefined => {
       const value = h?.get(name);
@@ -99,18 +98,25 @@ export function readSessionEvents(access: InspectAccess, sessionId: string): Pro
 
 /** The audit events of one session, oldest first (what its gateways recorded). */
 export function readSessionAudit(access: InspectAccess, sessionId: string): Promise<AuditEvent[]> {
-  return readAll(access, access.subjects.audit(sessionId), (msg) => decodeAuditEvent(msg.data));
+  return readAll(access, access.partitionOf(sessionId).streamName, access.subjects.audit(sessionId), (msg) => decodeAuditEvent(msg.data));
 }
 
-/** The audit events of every session still retained, by session id (one pass; for the session list). */
+/** `<prefix>.audit.` (`<prefix>.audit.<index>.` with partitions): what precedes the session id in partition `index`'s audit subjects. */
+export function auditPrefix(access: InspectAccess, index: number): string {
+  return access.subjects.partitionAuditWildcard(index).slice(0, -1);
+}
+
+/** The audit events of every session still retained, by session id (one pass per partition; for the session list). */
 export async function readAllAudit(access: InspectAccess): Promise<Map<string, AuditEvent[]>> {
-  const prefix = access.subjects.audit('');
-  const rows = await readAll(access, access.subjects.auditWildcard, (msg) => {
-    const event = decodeAuditEvent(msg.data);
-    return event === undefined ? undefined : { sessionId: msg.subject.slice(prefix.length), event };
+  const perPartition = await eachPartition(access, (p) => {
+    const prefix = auditPrefix(access, p.index);
+    return readAll(access, p.streamName, access.subjects.partitionAuditWildcard(p.index), (msg) => {
+      const event = decodeAuditEvent(msg.data);
+      return event === undefined ? undefined : { sessionId: msg.subject.slice(prefix.length), event };
+    });
   });
   const bySession = new Map<string, AuditEvent[]>();
-  for (const { sessionId, event } of rows) {
+  for (const { sessionId, event } of perPartition.flat()) {
     const list = bySession.get(sessionId) ?? [];
     list.push(event);
     bySession.set(sessionId, list);
@@ -125,15 +131,31 @@ export async function readAllAudit(access: InspectAccess): Promise<Map<string, A
  * one message per subject, however many events each session has.
  */
 export async function readLastAudit(access: InspectAccess): Promise<Map<string, AuditEvent | null>> {
-  const prefix = access.subjects.audit('');
-  const rows = await readAll(access, access.subjects.auditWildcard, (msg) => ({ sessionId: msg.subject.slice(prefix.length), event: decodeAuditEvent(msg.data) ?? null }), true);
-  return new Map(rows.map((r) => [r.sessionId, r.event]));
+  const perPartition = await eachPartition(access, (p) => {
+    const prefix = auditPrefix(access, p.index);
+    return readAll(access, p.streamName, access.subjects.partitionAuditWildcard(p.index), (msg) => ({ sessionId: msg.subject.slice(prefix.length), event: decodeAuditEvent(msg.data) ?? null }), true);
+  });
+  return new Map(perPartition.flat().map((r) => [r.sessionId, r.event]));
 }
 
-/** How many streams each session holds in the log now (`subjects_filter` on the session's subjects). */
+/** Partitions read at once by a pass over all of them (each read is an ephemeral consumer or a stream info). */
+const PARTITIONS_PARALLEL = 8;
+
+/** `read` of every partition, at most PARTITIONS_PARALLEL at a time, results by partition index. */
+export async function eachPartition<T>(access: InspectAccess, read: (partition: PartitionAccess) => Promise<T>): Promise<T[]> {
+  const out = new Array<T>(access.partitions.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < access.partitions.length; i = next++) out[i] = await read(access.partitions[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(PARTITIONS_PARALLEL, access.partitions.length) }, worker));
+  return out;
+}
+
+/** How many streams each session holds in the log now (`subjects_filter` on the session's subjects, in its partition). */
 export async function streamCount(access: InspectAccess, sessionId: string): Promise<number> {
   try {
-    const info = await access.jsm.streams.info(access.streamName, { subjects_filter: access.subjects.sessionLogs(sessionId) });
+    const info = await access.jsm.streams.info(access.partitionOf(sessionId).streamName, { subjects_filter: access.subjects.sessionLogs(sessionId) });
     return Object.keys(info.state.subjects ?? {}).length;
   } catch (err) {
     throw new InspectError(InspectErrorCode.unavailable, `cannot count the streams of a session: ${String(err)}`, { cause: err });

@@ -91,12 +91,13 @@ export async function listFromLastEvents(access: InspectAccess, filter: SessionF
     .sort((a, b) => b.key - a.key)
     .slice(0, filter.limit ?? 50);
   // One read per listed session costs an ephemeral consumer, about what a
-  // pass over `readEvents` events costs: past that, one pass.
+  // pass over `readEvents` events costs: past that, one pass. A pass is a
+  // consumer per partition, so its extra partitions count against it.
   const counts = await auditCounts(access);
   let total = 0;
   for (const n of counts.values()) total += n;
   const toRead = listed.filter(({ s }) => !full.has(s.sessionId) && (counts.has(s.sessionId) || last.has(s.sessionId)));
-  if (toRead.length * readEvents > total) {
+  if ((toRead.length - (access.partitions.length - 1)) * readEvents > total) {
     const every = await readAllAudit(access);
     for (const { s } of toRead) full.set(s.sessionId, every.get(s.sessionId) ?? []);
   } else {

@@ -53,6 +53,7 @@ export async function listTasks(access: InspectAccess, filter: TaskFilter = {}):
   const prefix = taskSubject(access, '');
   const rows = await readAll<StoredRow>(
     access,
+    access.tasksStream,
     `${prefix}>`,
     (msg) => {
       const taskId = msg.subject.slice(prefix.length);
@@ -60,7 +61,6 @@ export async function listTasks(access: InspectAccess, filter: TaskFilter = {}):
       return record === undefined ? undefined : { taskId, record, bytes: msg.data.length };
     },
     true,
-    access.tasksStream,
   );
   const listed = selectTasks(rows, filter);
   const states = await probeRunners(access, listed.map((r) => r.record));

@@ -23,7 +23,8 @@ export interface AdminStack {
 
 let counter = 0;
 
-export async function startAdminStack(instances: readonly string[], extraArgs: readonly string[] = []): Promise<AdminStack> {
+/** `partitions`: the log's partition count (default 1, the unpartitioned layout). */
+export async function startAdminStack(instances: readonly string[], extraArgs: readonly string[] = [], options: { readonly partitions?: number } = {}): Promise<AdminStack> {
   const nats = await startNatsServer();
   const upstream = await startMcpUpstream({ eventStore: true });
   counter += 1;
@@ -33,7 +34,7 @@ export async function startAdminStack(instances: readonly string[], extraArgs: r
   const urls = new Map<string, string>();
   for (const id of instances) {
     const config = parseConfig(['--port', '0', '--nats', nats.url, '--upstream', upstream.url, '--instance-id', id, '--heartbeat', '1s', '--namespace', namespace, ...extraArgs], {});
-    const log = await createLocalLog({ servers: nats.url, namespace, streamName: config.logStream, maxAgeMs: config.logMaxAgeMs });
+    const log = await createLocalLog({ servers: nats.url, namespace, streamName: config.logStream, maxAgeMs: config.logMaxAgeMs, ...(options.partitions === undefined ? {} : { partitions: options.partitions }) });
     const gateway = createGateway(config, log, pino({ level: process.env.TETHER_TEST_LOG ?? 'silent' }));
     const port = await gateway.listen();
     gateways.set(id, gateway);
@@ -103,10 +104,10 @@ export async function readEvents(res: Response, stop: (messages: SseMessage[]) =
 
 const BIN = fileURLToPath(new URL('../bin/tether-admin.js', import.meta.url));
 
-/** Runs the committed bin (dist built by `tsc -b`) as a process. */
-export function admin(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+/** Runs the committed bin (dist built by `tsc -b`) as a process; `env` over a clean TETHER_* environment. */
+export function admin(args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<{ status: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 20_000, env: { ...process.env, TETHER_NATS_URL: '', TETHER_NAMESPACE: '' } }, (err, stdout, stderr) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: 20_000, env: { ...process.env, TETHER_NATS_URL: '', TETHER_NAMESPACE: '', TETHER_LOG_PARTITIONS: '', ...env } }, (err, stdout, stderr) => {
       const status = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 99;
       resolve({ status, stdout, stderr });
     });

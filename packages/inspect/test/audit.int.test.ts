@@ -193,7 +193,7 @@ describe('read model', () => {
     const clean = await checkChains(access, tag);
     expect(clean).toHaveLength(3);
     expect(clean.every((c) => c.ok && c.problems.length === 0 && c.events > 0)).toBe(true);
-    const { epoch } = JSON.parse((await access.sessions.get(scenario.a))!.string()) as { epoch: string };
+    const { epoch } = JSON.parse((await access.partitionOf(scenario.a).sessions.get(scenario.a))!.string()) as { epoch: string };
     const js = jetstream(nc);
     const subject = `${stack.names.subjectPrefix}.log.${scenario.a}.bbbbbbbb`;
     const append = async (seq: number, prev: number): Promise<number> => {

@@ -39,6 +39,14 @@ describe('tether-inspect flags', () => {
     expect(() => parse(['--token', TOKEN, '--log', 'grpc://h:1', '--log-token', OP, '--log-token-file', '/x'])).toThrow(/not both/);
   });
 
+  it('takes --log-partitions (or TETHER_LOG_PARTITIONS) from 1 to 256, and reads the count from the deployment without it', () => {
+    expect(parse(['--token', TOKEN]).partitions).toBeUndefined();
+    expect(parse(['--token', TOKEN, '--log-partitions', '4']).partitions).toBe(4);
+    expect(parse(['--token', TOKEN], { TETHER_LOG_PARTITIONS: '256' }).partitions).toBe(256);
+    for (const bad of ['0', '257', 'x', '1.5']) expect(() => parse(['--token', TOKEN, '--log-partitions', bad])).toThrow(/invalid --log-partitions .*from 1 to 256/);
+    expect(() => parse(['--token', TOKEN, '--log', 'grpc://h:1', '--log-token', 'operator-token-0123456789', '--log-partitions', '4'])).toThrow(/--log-partitions does not apply with --log/);
+  });
+
   it('refuses bad values by name', () => {
     expect(() => parse(['--token', TOKEN, '--namespace', 'Bad Name'])).toThrow(/namespace/);
     expect(() => parse(['--token', TOKEN, '--port', '70000'])).toThrow(/port/);
