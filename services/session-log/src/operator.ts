@@ -35,13 +35,16 @@ const TEXT = /^[A-Za-z0-9_/.:-]{1,128}$/;
 
 /**
  * The operator over the service's log: its connection (not closed by the
- * operator) and its names. The namespace goes too: with more than one
- * partition the read model names them as the library does, and a name equal
- * to the namespace's own is numbered before the namespace (`TETHER_LOG-3_staging`).
+ * operator), its names and its partition count. The namespace goes too:
+ * with more than one partition the read model names them as the library
+ * does, and a name equal to the namespace's own is numbered before the
+ * namespace (`TETHER_LOG-3_staging`). The count is the one this service
+ * writes with (checked against the log at startup), so the read model never
+ * has to infer it.
  */
 export async function serviceOperator(log: SessionLog): Promise<Operator> {
-  const { namespace, streamName, subjectPrefix, sessionsBucket, requestTimeoutMs } = log.config;
-  return natsOperator(await openInspectAccess({ nc: log.connection, namespace, streamName, subjectPrefix, sessionsBucket, timeoutMs: requestTimeoutMs }));
+  const { namespace, streamName, subjectPrefix, sessionsBucket, partitions, requestTimeoutMs } = log.config;
+  return natsOperator(await openInspectAccess({ nc: log.connection, namespace, streamName, subjectPrefix, sessionsBucket, partitions, timeoutMs: requestTimeoutMs }));
 }
 
 export function createOperatorHandlers(operator: Operator, logger: Logger): OperatorServiceServer {
