@@ -3,6 +3,7 @@ import { isSessionId } from '@tether/protocol';
 import { ConfigError } from '@tether/config';
 import { isTaskId, MAX_PARTITIONS } from '@tether/session-log';
 import { formatChecks, formatSessions, formatTimeline } from './admin-format.js';
+import { formatPartitions, formatRebalance } from './admin-partitions-format.js';
 import { formatTask, formatTasks } from './admin-task-format.js';
 import { InspectError, InspectErrorCode, isInspectError, scrub } from './errors.js';
 import { openGrpcOperator } from './grpc-operator.js';
@@ -24,7 +25,7 @@ export interface AdminIo {
   readonly readFile?: (path: string) => string;
 }
 
-const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain', 'tasks', 'task'] as const;
+const COMMANDS = ['sessions', 'show', 'verify', 'close', 'drain', 'tasks', 'task', 'partitions'] as const;
 type Command = (typeof COMMANDS)[number];
 
 const VALUE_FLAGS = ['nats', 'namespace', 'log-partitions', 'log', 'log-token', 'log-token-file', 'verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const;
@@ -67,6 +68,12 @@ export function adminHelp(): string {
     '  task <id>                one task in detail: the same facts and its outcome without content (error code,',
     '                           isError, sizes in bytes); takes the full task id and shows only its tag',
     '                           (tasks and task need NATS: the operator API of --log grpc:// has no task calls)',
+    '  partitions               one line per partition of the log: its stream, messages and bytes, the stream\'s',
+    '                           Raft leader and replicas, and the leaders of its registry and lease buckets (NATS only)',
+    '    --rebalance            spread the leaders over the servers: partition k\'s stream and both its buckets',
+    '                           led by the k-th server hosting the log (sorted by name, modulo their count), each',
+    '                           moved by a step-down with that server preferred; prints every move. Needs a',
+    '                           replicated log (R3): on R1 there is nothing to move',
     '',
     'Flags of every command:',
     '  --nats URL               NATS server URL(s), comma separated (env TETHER_NATS_URL; default nats://127.0.0.1:4222)',
@@ -89,6 +96,7 @@ interface Parsed {
   readonly arg: string | undefined;
   readonly flags: Partial<Record<ValueFlag, string>>;
   readonly json: boolean;
+  readonly rebalance: boolean;
 }
 
 function bad(message: string): InspectError {
@@ -100,10 +108,15 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
   const positional: string[] = [];
   const flags: Partial<Record<ValueFlag, string>> = {};
   let json = false;
+  let rebalance = false;
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i]!;
     if (arg === '--json') {
       json = true;
+      continue;
+    }
+    if (arg === '--rebalance') {
+      rebalance = true;
       continue;
     }
     // A task id may start with `--` (base64url): after `task` it is the id, never a flag.
@@ -128,12 +141,13 @@ export function parseAdminArgs(argv: readonly string[]): Parsed | 'help' {
   if (unexpected !== undefined) throw bad(`unexpected argument ${command === 'task' ? '(not shown)' : quoted(unexpected)} for ${command}`);
   if (command === 'show' || command === 'verify' || command === 'close') assertTag(arg!);
   if (command === 'task') assertTaskId(arg!);
-  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'principal', 'limit'], show: [], verify: [], close: [], drain: ['timeout'], tasks: ['status', 'principal', 'limit'], task: [] };
+  const only: Record<Command, readonly ValueFlag[]> = { sessions: ['verdict', 'state', 'route', 'principal', 'limit'], show: [], verify: [], close: [], drain: ['timeout'], tasks: ['status', 'principal', 'limit'], task: [], partitions: [] };
   for (const name of ['verdict', 'state', 'route', 'principal', 'limit', 'timeout', 'status'] as const) {
     if (flags[name] !== undefined && !only[command as Command].includes(name)) throw bad(`--${name} does not apply to ${command}`);
   }
+  if (rebalance && command !== 'partitions') throw bad(`--rebalance does not apply to ${command}`);
   if (flags['log-partitions'] !== undefined) partitionCount(flags['log-partitions'], '--log-partitions');
-  return { command: command as Command, arg, flags, json };
+  return { command: command as Command, arg, flags, json, rebalance };
 }
 
 /** An argument quoted in an error, unless it is a credential: a session id or a task id is never echoed. */
@@ -146,6 +160,7 @@ function quoted(text: string): string {
 const NEEDS: Record<Command, readonly [string, string] | undefined> = {
   sessions: undefined,
   tasks: undefined,
+  partitions: undefined,
   show: ['a session tag', 'tag'],
   verify: ['a session tag', 'tag'],
   close: ['a session tag', 'tag'],
@@ -203,7 +218,7 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
   }
   let operator: Operator | undefined;
   try {
-    const { command, arg, flags, json } = parsed;
+    const { command, arg, flags, json, rebalance } = parsed;
     const state = flags.state;
     if (state !== undefined && !['active', 'closed', 'expired'].includes(state)) throw bad(`invalid --state ${JSON.stringify(state.slice(0, 40))}; allowed: active, closed, expired`);
     if (flags.verdict !== undefined && !/^[a-z_]{1,32}$/.test(flags.verdict)) throw bad(`invalid --verdict ${JSON.stringify(flags.verdict.slice(0, 40))}; allowed: a verdict such as resumed, truncated, epoch_mismatch, diverged, ahead, abandoned, unknown_session, malformed`);
@@ -252,6 +267,16 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
         const task = await operator.readTask(arg!);
         print(task, () => formatTask(task, Date.now()));
         return 0;
+      }
+      case 'partitions': {
+        if (!rebalance) {
+          const partitions = await operator.listPartitions();
+          print(partitions, () => formatPartitions(partitions));
+          return 0;
+        }
+        const result = await operator.rebalancePartitions();
+        print(result, () => formatRebalance(result));
+        return result.moves.every((m) => m.outcome === 'moved') ? 0 : 1;
       }
     }
     return 2;

@@ -80,6 +80,9 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
     // The operator API's proto (tether.operator.v1) has no task RPCs: said plainly rather than answered empty.
     listTasks: () => Promise.reject(tasksUnsupported(target)),
     readTask: () => Promise.reject(tasksUnsupported(target)),
+    // Nor partition calls: where the leaders are is a NATS operator's question.
+    listPartitions: () => Promise.reject(partitionsUnsupported(target)),
+    rebalancePartitions: () => Promise.reject(partitionsUnsupported(target)),
     describe: `operator API at ${target}`,
     close: async () => client.close(),
   };
@@ -87,6 +90,10 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
 
 function tasksUnsupported(target: string): InspectError {
   return new InspectError(InspectErrorCode.unsupported, `the operator API at ${target} does not serve tasks (no task RPCs in tether.operator.v1): read them with --nats and the deployment's NATS credentials`);
+}
+
+function partitionsUnsupported(target: string): InspectError {
+  return new InspectError(InspectErrorCode.unsupported, `the operator API at ${target} does not serve partitions (no partition RPCs in tether.operator.v1): read and rebalance them with --nats and the deployment's NATS credentials`);
 }
 
 type UnaryMethod<Req, Res> = (

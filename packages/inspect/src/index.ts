@@ -4,6 +4,10 @@ export type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline
 export { openInspectAccess } from './access.js';
 export type { InspectAccess, InspectAccessOptions, PartitionAccess } from './access.js';
 export { findPartitionCount } from './find-partitions.js';
+export { bucketStream, listPartitions } from './partitions.js';
+export type { PartitionState, RaftGroupState, ReplicaState } from './partitions.js';
+export { rebalancePartitions } from './rebalance.js';
+export type { GroupKind, LeaderMove, RebalanceOptions, RebalanceResult } from './rebalance.js';
 export { createLogReadModel } from './read-model.js';
 export type { LogReadModel } from './read-model.js';
 export { listSessions, summarize } from './sessions.js';

@@ -11,14 +11,22 @@ import { openInspectAccess } from './access.js';
 import type { InspectAccess, InspectAccessOptions } from './access.js';
 import { closeSessionByTag, requestDrain } from './actions.js';
 import type { CloseOutcome } from './actions.js';
+import { listPartitions } from './partitions.js';
+import type { PartitionState } from './partitions.js';
 import { createLogReadModel } from './read-model.js';
 import type { LogReadModel } from './read-model.js';
+import { rebalancePartitions } from './rebalance.js';
+import type { RebalanceResult } from './rebalance.js';
 
 export interface Operator extends LogReadModel {
   /** Closes a session on every instance (see `closeSessionByTag`). */
   closeSession(tag: string): Promise<CloseOutcome>;
   /** Asks one gateway instance to drain (see `requestDrain`). */
   drainInstance(instance: string, timeoutMs?: number): Promise<AdminAnswer>;
+  /** Every partition's stream size and Raft leaders (see `listPartitions`); NATS only (`unsupported` over gRPC). */
+  listPartitions(): Promise<PartitionState[]>;
+  /** Spreads the partitions' leaders over the servers (see `rebalancePartitions`); NATS only. */
+  rebalancePartitions(): Promise<RebalanceResult>;
   /** What it reads, for log lines: a stream name or a gRPC target (never a credential). */
   readonly describe: string;
   /** Closes what it opened. */
@@ -31,6 +39,8 @@ export function natsOperator(access: InspectAccess): Operator {
     ...createLogReadModel(access),
     closeSession: (tag) => closeSessionByTag(access, tag),
     drainInstance: (instance, timeoutMs) => requestDrain(access, instance, timeoutMs),
+    listPartitions: () => listPartitions(access),
+    rebalancePartitions: () => rebalancePartitions(access),
     describe: `stream ${access.logName}`,
     close: () => access.close(),
   };

@@ -37,7 +37,7 @@ describe('tether-admin', () => {
   it('--help lists every command and flag', async () => {
     const run = await admin(['--help']);
     expect(run.status).toBe(0);
-    for (const word of ['sessions', 'show <tag>', 'verify <tag>', 'close <tag>', 'drain <instance>', '--verdict', '--state', '--route', '--principal', '--limit', '--json', '--nats', '--namespace', '--timeout']) expect(run.stdout).toContain(word);
+    for (const word of ['sessions', 'show <tag>', 'verify <tag>', 'close <tag>', 'drain <instance>', '--verdict', '--state', '--route', '--principal', '--limit', '--json', '--nats', '--namespace', '--timeout', 'partitions', '--rebalance', '--log-partitions N']) expect(run.stdout).toContain(word);
   });
 
   it('refuses bad input with a message naming the problem (exit 2)', async () => {

@@ -5,7 +5,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { partitionOf } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { natsOperator, openInspectAccess, sessionTag } from '@tether/inspect';
-import type { ChainCheck, InspectAccess, SessionSummary, SessionTimeline, TaskList } from '@tether/inspect';
+import type { ChainCheck, InspectAccess, PartitionState, RebalanceResult, SessionSummary, SessionTimeline, TaskList } from '@tether/inspect';
+import { runAdmin } from '../src/admin-cli.js';
 import { startInspectServer } from '../src/inspect-server.js';
 import type { InspectServer } from '../src/inspect-server.js';
 import { admin, initialize, post, readEvents, runScenario, startAdminStack, VERSION } from './admin-stack.js';
@@ -15,7 +16,7 @@ import type { AdminStack, Scenario } from './admin-stack.js';
  * tether-admin and the inspector on a log of 4 partitions, written by real
  * gateways: sessions of several partitions listed, one read and closed
  * through its own partition, the count read from the deployment (or
- * refused when given wrong).
+ * refused when given wrong), and `tether-admin partitions`.
  */
 const PARTITIONS = 4;
 const TOKEN = 'partitions-inspect-token-0123456789';
@@ -122,6 +123,49 @@ describe('tether-admin on a log of 4 partitions', () => {
     const other = sessions.find((id) => partitionOf(id, PARTITIONS) !== partitionOf(scenario.a, PARTITIONS))!;
     for (const id of [scenario.a, other]) expect((await get<SessionTimeline>(`/api/sessions/${sessionTag(id)}`)).session.tag).toBe(sessionTag(id));
     expect(await get<TaskList>('/api/tasks')).toMatchObject({ tasks: [] });
+  });
+
+  it('partitions prints one line per partition: stream, size, leaders', async () => {
+    const rows = await json<PartitionState[]>(['partitions']);
+    expect(rows.map((p) => p.index)).toEqual([0, 1, 2, 3]);
+    for (const p of rows) {
+      expect(p.log).toMatchObject({ stream: streamOf(p.index), exists: true, replicas: [] });
+      expect(p.sessions).toMatchObject({ bucket: `tether_sessions-${p.index}_${stack.namespace}`, stream: `KV_tether_sessions-${p.index}_${stack.namespace}`, exists: true });
+      expect(p.leases).toMatchObject({ bucket: `tether_leases-${p.index}_${stack.namespace}`, exists: true });
+      // One server: it leads everything.
+      expect([p.sessions.leader, p.leases.leader]).toEqual([p.log.leader, p.log.leader]);
+      expect(typeof p.log.leader).toBe('string');
+      const holds = sessions.some((id) => partitionOf(id, PARTITIONS) === p.index);
+      expect({ index: p.index, holds, hasMessages: p.log.messages > 0 }).toEqual({ index: p.index, holds, hasMessages: holds });
+    }
+    const text = await admin(['partitions', ...base]);
+    expect(text.status).toBe(0);
+    const lines = text.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^PARTITION\s+STREAM\s+MESSAGES\s+BYTES\s+LEADER\s+REPLICAS\s+SESSIONS LEADER\s+LEASES LEADER$/);
+    expect(lines).toHaveLength(5);
+    for (const p of rows) {
+      expect(lines[p.index + 1]).toMatch(new RegExp(`^${p.index}\\s+${streamOf(p.index)}\\s+${p.log.messages}\\s+[0-9.]+ (B|KiB|MiB)\\s+${p.log.leader!}\\s+-\\s+${p.log.leader!}\\s+${p.log.leader!}$`));
+    }
+  });
+
+  it('partitions --rebalance on one server (R1) says there is nothing to move', async () => {
+    const result = await json<RebalanceResult>(['partitions', '--rebalance']);
+    expect(result).toMatchObject({ replicated: false, moves: [] });
+    const text = await admin(['partitions', '--rebalance', ...base]);
+    expect(text).toMatchObject({ status: 0, stderr: '' });
+    expect(text.stdout).toMatch(/^the log is not replicated \(R1\).*no leader to move\n$/);
+    const misplaced = await admin(['sessions', '--rebalance', ...base]);
+    expect(misplaced.status).toBe(2);
+    expect(misplaced.stderr).toMatch(/--rebalance does not apply to sessions/);
+  });
+
+  it('says plainly that the operator API (--log grpc://) serves no partitions', async () => {
+    for (const extra of [[], ['--rebalance']]) {
+      let stderr = '';
+      const status = await runAdmin(['partitions', ...extra, '--log', 'grpc://127.0.0.1:9', '--log-token', 'operator-token-0123456789'], { stdout: () => undefined, stderr: (t) => void (stderr += t), env: {} });
+      expect({ extra, status }).toEqual({ extra, status: 1 });
+      expect(stderr).toMatch(/does not serve partitions \(no partition RPCs in tether\.operator\.v1\): read and rebalance them with --nats/);
+    }
   });
 
   it('close ends a session through its partition: registry, purge, control message', async () => {
