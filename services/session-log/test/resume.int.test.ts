@@ -12,11 +12,6 @@ let client: CursorServiceClient;
 let alice: ReturnType<typeof rpc>;
 beforeAll(async () => {
   fx = await startServiceFixture();
-  // A small per-stream cap makes `truncated` reachable; a small stream limit
-  // makes a leaked (never released) stream visible.
-  service = await fx.start(['--log-max-msgs-per-stream', '40', '--max-streams-per-caller', '3']);
-  client = fx.client();
-  alice = rpc(client);
 });
 afterAll(async () => {
   await fx.teardown();
@@ -50,7 +45,17 @@ async function holdStreams(sessionId: string, cursor: string, n: number) {
 
 const posOf = (id: string): number => Number(id.split('-')[3]);
 
-describe('Resume', () => {
+// Every verdict on the unpartitioned log and on 4 partitions (issue 24).
+describe.each([1, 4])('Resume, log on %i partition(s)', (partitions) => {
+  beforeAll(async () => {
+    // A small per-stream cap makes `truncated` reachable; a small stream limit
+    // makes a leaked (never released) stream visible.
+    // A namespace each: one NATS server, two layouts of the log.
+    service = await fx.start(['--log-max-msgs-per-stream', '40', '--max-streams-per-caller', '3', '--log-partitions', String(partitions), '--namespace', `resume${partitions}`]);
+    client = fx.client({ target: service.target });
+    alice = rpc(client);
+  });
+
   it('resumed: an ack, then exactly the suffix after the cursor, ending after the end marker', async () => {
     const s = await seeded(6);
     const end = await alice.append({ sessionId: s.sessionId, stream: s.stream, kind: EventKind.END });
@@ -112,7 +117,7 @@ describe('Resume', () => {
     const truncated = await collect(resume(longS.sessionId, longS.ids[1]!)).catch((err: Awaited<ReturnType<typeof failure>>) => err);
     expect((truncated as Awaited<ReturnType<typeof failure>>).detail?.log).toMatchObject({ lastSeq: 45 });
     // Another caller with the right principal still sees an unknown session, with no positions.
-    const bob = fx.client({ token: TOKENS.bob });
+    const bob = fx.client({ token: TOKENS.bob, target: service.target });
     const hidden = await collect(resume(s.sessionId, `${e}-${st}-4-${posOf(s.ids[2]!) + 1000}`, 'user-1', bob)).catch((err: Awaited<ReturnType<typeof failure>>) => err);
     expect((hidden as Awaited<ReturnType<typeof failure>>).detail).toMatchObject({ code: 'resume_refused', verdict: ResumeVerdict.UNKNOWN_SESSION, log: {} });
   });

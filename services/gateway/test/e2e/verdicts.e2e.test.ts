@@ -7,13 +7,6 @@ import { startStack } from './stack.js';
 import type { Stack } from './stack.js';
 
 let stack: Stack;
-beforeAll(async () => {
-  // A small per-stream cap, so retention eviction is easy to force.
-  stack = await startStack({ gateways: 2, eventStore: true, logSettings: ['--log-max-msgs-per-stream', '20'] });
-});
-afterAll(async () => {
-  await stack?.teardown();
-});
 
 async function collect(messages: AsyncGenerator<SseMessage>, limit = Number.POSITIVE_INFINITY): Promise<SseMessage[]> {
   const out: SseMessage[] = [];
@@ -36,7 +29,16 @@ async function expectSessionGone(sessionId: string): Promise<void> {
   expect(after.status).toBe(404);
 }
 
-describe('explicit resume verdicts', () => {
+// Every verdict on the unpartitioned log and on 4 partitions (issue 24).
+describe.each([1, 4])('explicit resume verdicts, log on %i partition(s)', (partitions) => {
+  beforeAll(async () => {
+    // A small per-stream cap, so retention eviction is easy to force.
+    stack = await startStack({ gateways: 2, eventStore: true, logSettings: ['--log-max-msgs-per-stream', '20', '--log-partitions', String(partitions)] });
+  });
+  afterAll(async () => {
+    await stack?.teardown();
+  });
+
   it('resumed: the rest of the stream, on another instance, with Tether-Resume: resumed', async () => {
     const sessionId = await initialize(stack.url);
     const ids = await streamedIds(sessionId, 10);
