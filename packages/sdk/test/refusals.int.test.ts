@@ -40,10 +40,16 @@ function resume(url: string, sessionId: string, authorization: string, lastEvent
   return fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': sessionId, authorization, 'last-event-id': lastEventId } });
 }
 
-describe.each(['v1', 'v2'] as const)('SDK %s: refusals', (major: SdkMajor) => {
+// Each SDK major on the unpartitioned log and on 4 partitions (issue 24).
+describe.each([
+  ['v1', 1],
+  ['v1', 4],
+  ['v2', 1],
+  ['v2', 4],
+] as const)('SDK %s: refusals, log on %i partition(s)', (major: SdkMajor, partitions: number) => {
   let instances: Instance[];
   beforeAll(async () => {
-    instances = await fleet.start(major, 2);
+    instances = await fleet.start(major, 2, partitions);
   });
 
   it('a malformed Last-Event-ID is a 400 naming what is wrong, not an empty 200', async () => {

@@ -76,8 +76,8 @@ export interface Instance {
   close(): Promise<void>;
 }
 
-export async function startInstance(nats: NatsServer, names: ReturnType<typeof isolatedNames>, major: SdkMajor): Promise<Instance> {
-  const log = await SessionLog.create({ servers: nats.url, ...names });
+export async function startInstance(nats: NatsServer, names: ReturnType<typeof isolatedNames>, major: SdkMajor, partitions = 1): Promise<Instance> {
+  const log = await SessionLog.create({ servers: nats.url, ...names, partitions });
   let dead = false;
   const router = createSessionRouter({
     log,
@@ -129,7 +129,8 @@ export async function startInstance(nats: NatsServer, names: ReturnType<typeof i
 
 export interface Fleet {
   readonly nats: NatsServer;
-  start(major: SdkMajor, count: number): Promise<Instance[]>;
+  /** `count` instances on a log of their own, on `partitions` partitions (default 1). */
+  start(major: SdkMajor, count: number, partitions?: number): Promise<Instance[]>;
   teardown(): Promise<void>;
 }
 
@@ -139,10 +140,10 @@ export async function startFleet(): Promise<Fleet> {
   const all: Instance[] = [];
   return {
     nats,
-    async start(major, count) {
+    async start(major, count, partitions = 1) {
       const names = isolatedNames();
       const started: Instance[] = [];
-      for (let i = 0; i < count; i += 1) started.push(await startInstance(nats, names, major));
+      for (let i = 0; i < count; i += 1) started.push(await startInstance(nats, names, major, partitions));
       all.push(...started);
       return started;
     },
