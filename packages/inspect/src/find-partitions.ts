@@ -5,8 +5,8 @@
  * would look for most sessions in streams that do not hold them and list
  * them as missing, or close them in the wrong registry.
  */
-import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
-import { JsErrCode, jsErrorCode, logLayout, MAX_PARTITIONS, PARTITIONS_METADATA_KEY } from '@tether/session-log';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { findLayout, MAX_PARTITIONS, PARTITIONS_METADATA_KEY } from '@tether/session-log';
 import type { SessionLogConfig } from '@tether/session-log';
 import { InspectError, InspectErrorCode } from './errors.js';
 
@@ -24,17 +24,19 @@ import { InspectError, InspectErrorCode } from './errors.js';
  * neither stream exists.
  */
 export async function findPartitionCount(jsm: JetStreamManager, config: SessionLogConfig, given: number | undefined): Promise<number> {
-  const single = logLayout({ ...config, partitions: 1 }).partitions[0]!.streamName;
-  // Partition 0 has the same name whatever the count past 1.
-  const firstOfMany = logLayout({ ...config, partitions: 2 }).partitions[0]!.streamName;
-  const [one, many] = await Promise.all([streamConfig(jsm, single), streamConfig(jsm, firstOfMany)]);
+  let found;
+  try {
+    found = await findLayout(jsm, config);
+  } catch (err) {
+    throw new InspectError(InspectErrorCode.unavailable, `cannot read the log's streams: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const { singleName: single, firstOfManyName: firstOfMany, one, many, recorded } = found;
+  const text = many?.metadata?.[PARTITIONS_METADATA_KEY];
   if (one === undefined && many === undefined) {
     const names = given === undefined ? `${single} or ${firstOfMany}` : given === 1 ? single : firstOfMany;
     const ns = config.namespace === '' ? '' : ` (namespace ${config.namespace})`;
     throw new InspectError(InspectErrorCode.logNotFound, `no log stream ${names} on this NATS account${ns}: check --namespace and --nats`);
   }
-  const text = many?.metadata?.[PARTITIONS_METADATA_KEY];
-  const recorded = text !== undefined && /^[0-9]{1,3}$/.test(text) && Number(text) >= 2 && Number(text) <= MAX_PARTITIONS ? Number(text) : undefined;
   if (one !== undefined && many !== undefined) {
     // No process of the deployment starts like this (ensureLog refuses either count), so it is a migration or a mistake: the operator chooses.
     if (given === undefined) {
@@ -65,13 +67,4 @@ function mismatch(given: number, found: number, why: string): InspectError {
     `--log-partitions ${given} disagrees with the deployment, whose log has ${found} partition(s) (${why}): ` +
       `sessions are placed by a hash of their id modulo the count, so ${given} would look for them where they are not. Give --log-partitions ${found}, or leave it out to read the count from the deployment`,
   );
-}
-
-async function streamConfig(jsm: JetStreamManager, name: string): Promise<StreamConfig | undefined> {
-  try {
-    return (await jsm.streams.info(name)).config;
-  } catch (err) {
-    if (jsErrorCode(err) === JsErrCode.streamNotFound || /stream not found/i.test(String(err))) return undefined;
-    throw new InspectError(InspectErrorCode.unavailable, `cannot read stream ${name}: ${String(err)}`, { cause: err });
-  }
 }

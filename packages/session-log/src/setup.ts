@@ -7,7 +7,7 @@ import type { SessionLogConfig } from './config.js';
 import { SessionLogError, SessionLogErrorCode, JsErrCode, jsErrorCode } from './errors.js';
 import { logLayout } from './layout.js';
 import type { LogLayout, Partition } from './layout.js';
-import { createSubjects } from './wire.js';
+import { createSubjects, MAX_PARTITIONS } from './wire.js';
 
 const NANOS_PER_MS = 1_000_000;
 
@@ -102,24 +102,13 @@ export async function ensureLog(nc: NatsConnection, jsm: JetStreamManager, confi
  * the one-partition and the many-partition streams exists.
  */
 async function checkPartitionCount(jsm: JetStreamManager, config: SessionLogConfig): Promise<void> {
-  const single = logLayout({ ...config, partitions: 1 }).partitions[0]?.streamName as string;
-  const firstOfMany = logLayout({ ...config, partitions: 2 }).partitions[0]?.streamName as string;
-  const found = async (name: string): Promise<StreamConfig | undefined> => {
-    try {
-      return (await jsm.streams.info(name)).config;
-    } catch (err) {
-      if (jsErrorCode(err) === JsErrCode.streamNotFound || /stream not found/i.test(String(err))) return undefined;
-      throw unavailable(err);
-    }
-  };
-  const [one, many] = await Promise.all([found(single), found(firstOfMany)]);
-  const manyCount = many === undefined ? undefined : Number(many.metadata?.[PARTITIONS_METADATA_KEY] ?? NaN);
+  const found = await findLayout(jsm, config);
   let existing: { count: number | undefined; names: string } | undefined;
-  if (config.partitions === 1 && many !== undefined) existing = { count: manyCount, names: `${firstOfMany}, …` };
-  else if (config.partitions > 1 && one !== undefined) existing = { count: 1, names: single };
-  else if (config.partitions > 1 && many !== undefined && manyCount !== config.partitions) existing = { count: manyCount, names: `${firstOfMany}, …` };
+  if (config.partitions === 1 && found.many !== undefined) existing = { count: found.recorded, names: `${found.firstOfManyName}, …` };
+  else if (config.partitions > 1 && found.one !== undefined) existing = { count: 1, names: found.singleName };
+  else if (config.partitions > 1 && found.many !== undefined && found.recorded !== config.partitions) existing = { count: found.recorded, names: `${found.firstOfManyName}, …` };
   if (existing === undefined) return;
-  const count = existing.count !== undefined && Number.isSafeInteger(existing.count) ? String(existing.count) : 'an unknown number of';
+  const count = existing.count === undefined ? 'an unknown number of' : String(existing.count);
   throw new SessionLogError(
     SessionLogErrorCode.incompatibleLog,
     `the log of this deployment has ${count} partition(s) (${existing.names}), and this process was started with --log-partitions ${config.partitions}. ` +
@@ -128,6 +117,40 @@ async function checkPartitionCount(jsm: JetStreamManager, config: SessionLogConf
       'send new sessions to it, and retire this one when its sessions have idled out (docs/design.md, "Partitions").',
     { key: 'partitions', detail: { found: existing.count ?? null, configured: config.partitions } },
   );
+}
+
+/** Which layouts of a configured log exist on the server: the one-stream log, partition 0 of a partitioned one, and the count partition 0 records. */
+export interface FoundLayout {
+  /** `TETHER_LOG[_<ns>]` (or the configured name). */
+  readonly singleName: string;
+  /** `TETHER_LOG-0[_<ns>]`: partition 0's name is the same for every count past 1. */
+  readonly firstOfManyName: string;
+  readonly one: StreamConfig | undefined;
+  readonly many: StreamConfig | undefined;
+  /** Partition 0's `tether_partitions`, when it is a count from 2 to MAX_PARTITIONS. */
+  readonly recorded: number | undefined;
+}
+
+/**
+ * Reads which layout of the log exists, whatever `config.partitions` says:
+ * what `ensureLog` checks a process's count against, and what operators'
+ * tools read the count from. `log_unavailable` when the server cannot be asked.
+ */
+export async function findLayout(jsm: JetStreamManager, config: SessionLogConfig): Promise<FoundLayout> {
+  const singleName = logLayout({ ...config, partitions: 1 }).partitions[0]?.streamName as string;
+  const firstOfManyName = logLayout({ ...config, partitions: 2 }).partitions[0]?.streamName as string;
+  const info = async (name: string): Promise<StreamConfig | undefined> => {
+    try {
+      return (await jsm.streams.info(name)).config;
+    } catch (err) {
+      if (jsErrorCode(err) === JsErrCode.streamNotFound || /stream not found/i.test(String(err))) return undefined;
+      throw unavailable(err);
+    }
+  };
+  const [one, many] = await Promise.all([info(singleName), info(firstOfManyName)]);
+  const text = many?.metadata?.[PARTITIONS_METADATA_KEY];
+  const recorded = text !== undefined && /^[0-9]{1,3}$/.test(text) && Number(text) >= 2 && Number(text) <= MAX_PARTITIONS ? Number(text) : undefined;
+  return { singleName, firstOfManyName, one, many, recorded };
 }
 
 /** Creates the stream, or checks that the existing one is what the log needs. */
