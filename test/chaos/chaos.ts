@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
-import { namespaceNames, SessionLog } from '@tether/session-log';
+import { logLayout, namespaceNames, resolveConfig, SessionLog } from '@tether/session-log';
 import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
 import type { CheckResult, ToolNames, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
@@ -64,13 +64,19 @@ export interface ChaosOptions {
    * Default 0.
    */
   readonly taskClients?: number;
+  /**
+   * Streams the log is spread over (`--log-partitions` of every process
+   * that opens it); the tap reads each, the checker keeps positions per
+   * partition. Default 1: the unpartitioned log.
+   */
+  readonly logPartitions?: number;
 }
 
 /** The SDK example's streaming tool and its result. */
 const SDK_EXAMPLE_TOOLS: ToolNames = { progress: 'stream', resultText: (count) => `streamed ${count}` };
 
 export interface ChaosReport {
-  /** What ran: target, log mode, nats-server, sync, and the fault kinds with their weights. */
+  /** What ran: target, log mode and partitions, nats-server, sync, and the fault kinds with their weights. */
   readonly config: StackConfig & { readonly faults: FaultSelection };
   readonly seed: number;
   readonly durationMs: number;
@@ -101,7 +107,8 @@ export interface ChaosReport {
   readonly tasks: TaskReport | TasksSkipped;
   /** Per proxied NATS client process (`gateway_nats_cut`): connections and resets through its proxy. */
   readonly natsProxies: Readonly<Record<string, { connections: number; resets: number; refused: number }>>;
-  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
+  /** `tapMessagesByPartition`: what the tap read from each partition stream (one entry on an unpartitioned log). */
+  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapMessagesByPartition: readonly number[]; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
 }
 
 const EXAMPLES = 40;
@@ -112,7 +119,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const load: LoadShape = { ...defaultLoad, ...options.load };
   const rng = createRng(options.seed);
   const namespace = `chaos_${options.seed}_${randomBytes(3).toString('hex')}`;
-  const { streamName, subjectPrefix } = namespaceNames(namespace);
+  const { subjectPrefix } = namespaceNames(namespace);
+  const logPartitions = options.logPartitions ?? 1;
+  const streamNames = logLayout(resolveConfig({ namespace, partitions: logPartitions })).partitions.map((p) => p.streamName);
+  const streamsText = logPartitions === 1 ? `log stream ${streamNames[0]!}` : `log on ${logPartitions} partitions, streams ${streamNames[0]!} … ${streamNames.at(-1)!}`;
   const targetName = options.target ?? 'gateway';
   const logMode = options.log ?? 'nats';
   const selection = options.faults ?? DEFAULT_SELECTION;
@@ -123,7 +133,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName, logMode);
   // Before the gateways: their tool catalog reads the task upstream's tools.
   const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients! }) : undefined;
-  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, log stream ${streamName})`);
+  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, ${streamsText})`);
   const stack = await startChaosStack({
     taskUpstreamUrl: taskPart?.upstreamUrl,
     namespace,
@@ -131,13 +141,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     target: targetName,
     log: logMode,
     sync: options.sync ?? 'default',
+    logPartitions,
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
   }).catch(async (err: unknown) => {
     await taskPart?.close();
     throw err;
   });
   say(`nats-server ${stack.config.natsVersion} (${stack.config.natsBin})`);
-  const tap = await startLogTap(stack.cluster.urls, streamName, { subjectPrefix });
+  const tap = await startLogTap(stack.cluster.urls, streamNames, { subjectPrefix });
   const recorder = new Recorder();
   const hardStop = new AbortController();
   // Every call of every client listens to it.
@@ -196,23 +207,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await tap.stop();
 
     const lostSessions = new Set(tap.losses.flatMap((a) => a.lost.map((l) => l.key.split('/')[0] ?? '')));
-    const { pages, closed } = await readPages(stack.cluster.urls, namespace, recorder, options.readPageBudgetMs ?? 30_000, say, lostSessions);
+    const { pages, closed } = await readPages(stack.cluster.urls, namespace, logPartitions, recorder, options.readPageBudgetMs ?? 30_000, say, lostSessions);
     // What a power loss took (not what a session close purged): out of the tap's copy, and a client
-    // that had one is judged by what it did next.
-    const lost = new Map<number, LogRecord>();
+    // that had one is judged by what it did next. Per partition: each numbers its own positions.
+    const lost = Array.from({ length: logPartitions }, () => new Map<number, LogRecord>());
     for (const account of tap.losses) {
       for (const l of account.lost) {
         if (isPurged(l, closed, account.checkedAt)) continue;
         if (l.how === 'absent') tap.drop(l.key, l.record);
-        lost.set(l.record.pos, l.record);
+        lost[account.partition]!.set(l.record.pos, l.record);
       }
     }
     const tools = targetName === 'sdk-example' ? SDK_EXAMPLE_TOOLS : UPSTREAM_TOOLS;
-    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, purged: tap.purged, lost, tools, hardStopAt });
+    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged: tap.purged, lost, tools, hardStopAt });
     const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed);
     const counts = tally(result);
     if (options.dumpPath !== undefined) {
-      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: [...tap.purged], violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
+      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: tap.purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
       say(`dump written to ${options.dumpPath}`);
     }
 
@@ -281,7 +292,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       writers: result.writers,
       tasks,
       natsProxies,
-      verification: { ...result.verification, tapMessages: tap.stats.messages, tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
+      verification: { ...result.verification, tapMessages: tap.stats.messages, tapMessagesByPartition: tap.byPartition.map((s) => s.messages), tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
     };
   } finally {
     hardStop.abort();
@@ -315,6 +326,7 @@ function resumeOutcome(status: number | undefined, verdict: string | undefined):
 async function readPages(
   servers: readonly string[],
   namespace: string,
+  partitions: number,
   recorder: Recorder,
   budgetMs: number,
   say: (line: string) => void,
@@ -326,7 +338,7 @@ async function readPages(
   const until = Date.now() + budgetMs;
   let log: SessionLog;
   try {
-    log = await SessionLog.create({ servers, namespace, replicas: 3 });
+    log = await SessionLog.create({ servers, namespace, partitions, replicas: 3 });
   } catch (err) {
     say(`readPage cross-check skipped: ${(err as Error).message}`);
     return { pages, closed };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { partitionOf } from '@tether/session-log';
 import { check, payloadChecks } from './checker.js';
 import type { StreamGroup } from './checker.js';
 import type { LogRecord } from './log-tap.js';
@@ -62,7 +63,7 @@ describe('chaos checker: chain and power-loss rules', () => {
       end: 'closed',
     }) as unknown as Exchange;
   const run = (ex: Exchange, log: LogRecord[], lost?: Map<number, LogRecord>) =>
-    check({ exchanges: [ex], calls: [], guardViolations: [], log: new Map([[`s/${stream}`, log]]), pages: new Map(), purged: new Set(), ...(lost === undefined ? {} : { lost }) });
+    check({ exchanges: [ex], calls: [], guardViolations: [], log: new Map([[`s/${stream}`, log]]), pages: new Map(), purged: [new Set()], ...(lost === undefined ? {} : { lost: [lost] }) });
 
   it('an event whose logged predecessor is not the one the client got is a fork', () => {
     const result = run(post([[1, 10], [2, 11], [3, 13]]), [rec(10, 1, 0, 'prime'), rec(11, 2, 10), rec(13, 3, 12)]);
@@ -79,6 +80,25 @@ describe('chaos checker: chain and power-loss rules', () => {
     // A client that went on past the lost event without a verdict got a forked continuation.
     const forked = run(post([[1, 10], [2, 11], [3, 21]]), log, new Map([[11, lostEvent]]));
     expect(forked.violations.map((v) => v.kind)).toEqual(['fork']);
+  });
+
+  it("on a partitioned log, positions are the partition's own: a purge or loss in another partition excuses nothing", () => {
+    const partitions = 4;
+    const own = partitionOf('s', partitions);
+    const other = (own + 1) % partitions;
+    const perPartition = <T>(value: (k: number) => T): T[] => Array.from({ length: partitions }, (_, k) => value(k));
+    // seq 3 at pos 12 was delivered; the tap's copy ends at seq 2, and it found pos 12 purged in `where`.
+    const log = [rec(10, 1, 0, 'prime'), rec(11, 2, 10)];
+    const ex = post([[1, 10], [2, 11], [3, 12]]);
+    const purgedIn = (where: number) => check({ exchanges: [ex], calls: [], guardViolations: [], log: new Map([[`s/${stream}`, log]]), pages: new Map(), partitions, purged: perPartition((k) => new Set(k === where ? [12] : [])) });
+    expect(purgedIn(own).violations).toEqual([]);
+    expect(purgedIn(own).verification.unverifiable).toBe(1);
+    expect(purgedIn(other).violations.map((v) => v.kind)).toEqual(['not_in_log']);
+    // The same for an event a power loss took.
+    const lostIn = (where: number) => check({ exchanges: [ex], calls: [], guardViolations: [], log: new Map([[`s/${stream}`, log]]), pages: new Map(), partitions, purged: perPartition(() => new Set()), lost: perPartition((k) => new Map(k === where ? [[12, rec(12, 3, 11)]] : [])) });
+    expect(lostIn(own).verification.deliveredThenLost).toBe(1);
+    expect(lostIn(other).violations.map((v) => v.kind)).toEqual(['not_in_log']);
+    expect(() => check({ exchanges: [], calls: [], guardViolations: [], log: new Map(), pages: new Map(), partitions, purged: [new Set()] })).toThrow(/one entry per partition/);
   });
 });
 

@@ -20,6 +20,7 @@
  */
 import { decodeEventId } from '@tether/protocol';
 import type { EventId } from '@tether/protocol';
+import { partitionOf } from '@tether/session-log';
 import type { LogRecord } from './log-tap.js';
 import type { CallOutcome, DeliveredEvent, Exchange, GuardViolation } from './record.js';
 import { bump } from './util.js';
@@ -63,10 +64,16 @@ export interface CheckInput {
   readonly log: ReadonlyMap<string, readonly LogRecord[]>;
   /** The log as `readPage` reads it now, for streams of sessions still alive (key `<session>/<stream>`). */
   readonly pages: ReadonlyMap<string, readonly LogRecord[]>;
-  /** Log positions the tap missed and that were purged before it could read them. */
-  readonly purged: ReadonlySet<number>;
-  /** Acknowledged events a power loss took from the log, by position (`power-loss.ts`): a client that had one is not judged against what replaced it. */
-  readonly lost?: ReadonlyMap<number, LogRecord>;
+  /**
+   * The log's partition count: each partition stream numbers its own
+   * positions, so `purged` and `lost` hold one entry per partition, and a
+   * session's is at `partitionOf(session, partitions)`. Default 1.
+   */
+  readonly partitions?: number;
+  /** Per partition: log positions the tap missed and that were purged before it could read them. */
+  readonly purged: readonly ReadonlySet<number>[];
+  /** Per partition: acknowledged events a power loss took from the log, by position (`power-loss.ts`): a client that had one is not judged against what replaced it. */
+  readonly lost?: readonly ReadonlyMap<number, LogRecord>[];
   /** The streaming tool and its result text. Default the test upstream's: `stream_progress`, `done <count>`. */
   readonly tools?: ToolNames;
   /** When the run's hard stop aborted every request, if it had to. */
@@ -131,6 +138,13 @@ export function check(input: CheckInput): CheckResult {
   const verification = { eventsMatched: 0, foundByReadPage: 0, unverifiable: 0, readPageStreams: input.pages.size, readPageMismatches: 0, tapGaps: 0, deliveredThenLost: 0 };
   const tools = input.tools ?? UPSTREAM_TOOLS;
   const writers: WriterScan = { streams: 0, takeovers: 0, reclaims: 0, violations: 0 };
+  const partitions = input.partitions ?? 1;
+  if (input.purged.length !== partitions || (input.lost !== undefined && input.lost.length !== partitions)) {
+    throw new Error(`check: purged and lost need one entry per partition (${partitions}), got ${input.purged.length} and ${input.lost?.length ?? 'none'}`);
+  }
+  const nothing: ReadonlySet<number> = new Set();
+  /** The positions of `session`'s partition the tap found purged. */
+  const purgedOf = (session: string): ReadonlySet<number> => input.purged[partitionOf(session, partitions)] ?? nothing;
 
   // The tap against readPage: the same events, wherever both hold one.
   for (const [key, page] of input.pages) {
@@ -145,7 +159,7 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
-  for (const [key, records] of input.log) logChecks(key, records, logAnomalies, input.purged, verification);
+  for (const [key, records] of input.log) logChecks(key, records, logAnomalies, purgedOf(key.split('/')[0] ?? ''), verification);
   // Never two writers recorded in one stream: after a takeover the deposed writer appends nothing.
   for (const [key, records] of input.log) {
     const found = writerChecks(key, records, writers);
@@ -250,7 +264,7 @@ export function check(input: CheckInput): CheckResult {
         expected = id.seq + 1;
         lastPos = id.pos;
 
-        const lostRecord = input.lost?.get(id.pos);
+        const lostRecord = input.lost?.[partitionOf(group.session, partitions)]?.get(id.pos);
         const logged = bySeq.get(id.seq);
         if (lostRecord !== undefined && lostRecord.seq === id.seq && lostRecord.epoch === id.epoch && (lostRecord.kind === 'prime' ? event.meaning.t === 'empty' : lostRecord.digest === event.digest)) {
           // Delivered, then lost from the log by a power loss: what the client does next is
@@ -258,7 +272,7 @@ export function check(input: CheckInput): CheckResult {
           verification.deliveredThenLost += 1;
         } else if (logged === undefined) {
           const known = input.log.has(group.key) || input.pages.has(group.key);
-          if (known && !input.purged.has(id.pos)) v('not_in_log', ex, event.id, undefined, 'the log holds no event at this seq');
+          if (known && !purgedOf(group.session).has(id.pos)) v('not_in_log', ex, event.id, undefined, 'the log holds no event at this seq');
           else verification.unverifiable += 1;
         } else {
           if (logged.source === 'page') verification.foundByReadPage += 1;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_KINDS, DEFAULT_SELECTION, parseFaultSelection, planFaults } from './faults.js';
+import { DEFAULT_KINDS, DEFAULT_SELECTION, parseFaultSelection, partitionedRoles, planFaults } from './faults.js';
 import { createRng } from '../shared/random.js';
 
 // The fault schedule's selection: `--faults` parsing, and every selected
@@ -37,5 +37,19 @@ describe('chaos faults: the plan', () => {
     }
     // Seeded: the same seed plans the same faults.
     expect(planFaults(createRng(3), 1_000, 60_000, 2_000, selection)).toEqual(plan);
+  });
+});
+
+describe("chaos faults: a node's roles on a partitioned log", () => {
+  it('names the log partitions it leads, and groups the per-partition buckets', () => {
+    const streams = ['TETHER_LOG-0_ns', 'TETHER_LOG-1_ns', 'TETHER_LOG-2_ns', 'TETHER_LOG-3_ns'];
+    const led = ['KV_tether_sessions-2_ns', 'TETHER_LOG-3_ns', 'TETHER_TASKS_ns', 'TETHER_LOG-1_ns', 'KV_tether_leases-0_ns', 'KV_tether_sessions-0_ns'];
+    expect(partitionedRoles(led, streams)).toEqual([
+      'log stream leader of partitions 1, 3 of 4 (TETHER_LOG-1_ns, TETHER_LOG-3_ns)',
+      'KV_tether_sessions-*_ns leader (partitions 0, 2)',
+      'KV_tether_leases-*_ns leader (partitions 0)',
+      'TETHER_TASKS_ns leader',
+    ]);
+    expect(partitionedRoles([], streams)).toEqual([]);
   });
 });

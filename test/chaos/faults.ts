@@ -260,18 +260,18 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       return;
     }
     case 'nats_node_kill': {
-      // Two kills in three take the log stream's leader (an election stalls appends
+      // Two kills in three take a log stream's leader (an election stalls appends
       // and resumes for seconds); the third a node at random.
-      const leader = fault.target % 3 === 0 ? undefined : await streamLeaderIndex(stack.cluster, stack.streamName);
-      const index = leader ?? fault.target % stack.cluster.servers.length;
+      const leader = fault.target % 3 === 0 ? undefined : await logLeader(stack, fault.target);
+      const index = leader?.index ?? fault.target % stack.cluster.servers.length;
       const node = stack.cluster.servers[index]!;
-      const role = await roleOf(stack.cluster, index, stack.streamName);
+      const role = await roleOf(stack.cluster, index, stack.streamNames);
       (record as { target: string }).target = `nats${index + 1}`;
       await node.kill();
       await sleep(fault.downMs);
       const began = Date.now();
       await node.restart();
-      record.detail = `${role}, down ${fault.downMs}ms, caught up in ${Date.now() - began}ms`;
+      record.detail = `${role}${leader?.aim ?? ''}, down ${fault.downMs}ms, caught up in ${Date.now() - began}ms`;
       return;
     }
     case 'upstream_restart': {
@@ -295,11 +295,11 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       return;
     }
     case 'nats_node_stop': {
-      // Like the kills: two in three stop the log stream's leader.
-      const leader = fault.target % 3 === 0 ? undefined : await streamLeaderIndex(stack.cluster, stack.streamName);
-      const index = leader ?? fault.target % stack.cluster.servers.length;
+      // Like the kills: two in three stop a log stream's leader.
+      const leader = fault.target % 3 === 0 ? undefined : await logLeader(stack, fault.target);
+      const index = leader?.index ?? fault.target % stack.cluster.servers.length;
       const node = stack.cluster.servers[index]!;
-      const role = await roleOf(stack.cluster, index, stack.streamName);
+      const role = await roleOf(stack.cluster, index, stack.streamNames);
       (record as { target: string }).target = `nats${index + 1}`;
       const began = Date.now();
       try {
@@ -309,20 +309,20 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
         // Always continued: on an abort, an error, or a stop that half happened.
         await node.thaw();
       }
-      record.detail = `${role}, SIGSTOP for ${Date.now() - began}ms (planned ${fault.downMs}ms), then SIGCONT`;
+      record.detail = `${role}${leader?.aim ?? ''}, SIGSTOP for ${Date.now() - began}ms (planned ${fault.downMs}ms), then SIGCONT`;
       return;
     }
     case 'nats_power_loss': {
       (record as { target: string }).target = 'all nats nodes';
-      const mark = tap?.markBeforeLoss(LOSS_WINDOW_MS, LOSS_WINDOW_POSITIONS);
+      const marks = tap?.markBeforeLoss(LOSS_WINDOW_MS, LOSS_WINDOW_POSITIONS);
       await Promise.all(stack.cluster.servers.map((node) => node.kill()));
       await sleep(fault.downMs);
       const began = Date.now();
       await Promise.all(stack.cluster.servers.map((node) => node.restart()));
       const back = Date.now() - began;
-      let account: PowerLossAccount | undefined;
-      if (mark !== undefined && tap !== undefined) account = await tap.resyncAfterLoss(mark, LOSS_RESYNC_TIMEOUT_MS);
-      record.detail = `${stack.cluster.servers.length} nodes SIGKILLed at once, down ${fault.downMs}ms, all back in ${back}ms${account === undefined ? '' : `; ${describeAccount(account)}`}`;
+      let accounts: PowerLossAccount[] | undefined;
+      if (marks !== undefined && tap !== undefined) accounts = await tap.resyncAfterLoss(marks, LOSS_RESYNC_TIMEOUT_MS);
+      record.detail = `${stack.cluster.servers.length} nodes SIGKILLed at once, down ${fault.downMs}ms, all back in ${back}ms${accounts === undefined ? '' : `; ${describeAccounts(accounts)}`}`;
       return;
     }
     case 'gateway_nats_cut': {
@@ -356,8 +356,40 @@ function describeAccount(a: PowerLossAccount): string {
   return `log: ${a.acked} acknowledged events in positions ${a.mark.fromPos}-${a.mark.lastPos}, ${a.survived} found again, ${a.lost.length} not (${overwritten} overwritten; ${a.lost.length - overwritten} absent, each lost or purged with its session: the report tells which), ${a.unchecked} unchecked; last position after the restart ${a.lastPosAfterRestart ?? '?'}`;
 }
 
-/** Which JetStream roles a node holds right now (meta leader, leader of the log stream or a bucket), from its monitor port. */
-async function roleOf(cluster: NatsCluster, index: number, streamName: string): Promise<string> {
+/** One power loss's accounts, one per partition: the unpartitioned log's as before, a partitioned log's summed, with each partition's window. */
+function describeAccounts(accounts: readonly PowerLossAccount[]): string {
+  if (accounts.length === 1) return describeAccount(accounts[0]!);
+  const sum = (f: (a: PowerLossAccount) => number): number => accounts.reduce((n, a) => n + f(a), 0);
+  const lost = sum((a) => a.lost.length);
+  const overwritten = sum((a) => a.lost.filter((l) => l.how === 'overwritten').length);
+  // A partition with nothing acknowledged yet has an empty window, and is not re-read.
+  const empty = accounts.filter((a) => a.mark.lastPos < a.mark.fromPos).map((a) => a.partition);
+  const windows = accounts.filter((a) => a.mark.lastPos >= a.mark.fromPos).map((a) => `${a.partition}: ${a.mark.fromPos}-${a.mark.lastPos} -> ${a.lastPosAfterRestart ?? '?'}`);
+  if (empty.length > 0) windows.push(`${empty.join(', ')}: nothing acknowledged`);
+  return `log on ${accounts.length} partitions: ${sum((a) => a.acked)} acknowledged events, ${sum((a) => a.survived)} found again, ${lost} not (${overwritten} overwritten; ${lost - overwritten} absent, each lost or purged with its session: the report tells which), ${sum((a) => a.unchecked)} unchecked; per partition, positions re-checked -> last position after the restart: ${windows.join(', ')}`;
+}
+
+/**
+ * The node a NATS fault aims at: the leader of one log stream, partition
+ * `floor(target / 3) mod N` (seeded by the plan; the only one when the log
+ * is unpartitioned). `aim` names that partition on a partitioned log.
+ * Undefined while that stream has no leader.
+ */
+async function logLeader(stack: ChaosStack, target: number): Promise<{ index: number; aim: string } | undefined> {
+  const partition = Math.floor(target / 3) % stack.streamNames.length;
+  const streamName = stack.streamNames[partition]!;
+  const index = await streamLeaderIndex(stack.cluster, streamName);
+  if (index === undefined) return undefined;
+  return { index, aim: stack.streamNames.length === 1 ? '' : ` (aimed at the leader of partition ${partition}, ${streamName})` };
+}
+
+/**
+ * Which JetStream roles a node holds right now (meta leader, leader of a log
+ * stream or a bucket), from its monitor port. On a partitioned log, the log
+ * streams it leads are named with their partitions, and other streams that
+ * come one per partition (the buckets' `…-<k>_<namespace>`) are grouped.
+ */
+async function roleOf(cluster: NatsCluster, index: number, streamNames: readonly string[]): Promise<string> {
   const node = cluster.servers[index]!;
   try {
     const varz = (await (await fetch(`http://127.0.0.1:${node.monitorPort}/varz`, { signal: AbortSignal.timeout(2_000) })).json()) as { server_name?: string };
@@ -369,16 +401,51 @@ async function roleOf(cluster: NatsCluster, index: number, streamName: string): 
     const me = varz.server_name;
     const roles: string[] = [];
     if (me !== undefined && jsz.meta_cluster?.leader === me) roles.push('meta leader');
+    const led: string[] = [];
     for (const account of jsz.account_details ?? []) {
       for (const s of account.stream_detail ?? []) {
-        if (me === undefined || s.cluster?.leader !== me) continue;
-        roles.push(s.name === streamName ? 'log stream leader' : `${s.name ?? '?'} leader`);
+        if (me !== undefined && s.cluster?.leader === me) led.push(s.name ?? '?');
       }
+    }
+    if (streamNames.length === 1) {
+      for (const name of led) roles.push(name === streamNames[0] ? 'log stream leader' : `${name} leader`);
+    } else {
+      roles.push(...partitionedRoles(led, streamNames));
     }
     return roles.length === 0 ? 'follower' : roles.join(' + ');
   } catch {
     return 'role unknown';
   }
+}
+
+/**
+ * The streams a node leads, on a log of `streamNames.length` partitions:
+ * `log stream leader of partitions 0, 3 of 8 (TETHER_LOG-0_ns, TETHER_LOG-3_ns)`,
+ * then streams named `<base>-<k>[_<namespace>]` grouped as
+ * `<base>-*[_<namespace>] leader (partitions 1, 5)`, then the others.
+ * Exported for its test.
+ */
+export function partitionedRoles(led: readonly string[], streamNames: readonly string[]): string[] {
+  const roles: string[] = [];
+  const partitionOfStream = new Map(streamNames.map((name, k) => [name, k]));
+  const logLed = led.filter((name) => partitionOfStream.has(name)).sort((a, b) => partitionOfStream.get(a)! - partitionOfStream.get(b)!);
+  if (logLed.length > 0) roles.push(`log stream leader of partitions ${logLed.map((name) => partitionOfStream.get(name)).join(', ')} of ${streamNames.length} (${logLed.join(', ')})`);
+  const groups = new Map<string, number[]>();
+  const others: string[] = [];
+  for (const name of led) {
+    if (partitionOfStream.has(name)) continue;
+    const m = /^(.+?)-(\d+)(_[A-Za-z0-9_-]*)?$/.exec(name);
+    if (m === null || Number(m[2]) >= streamNames.length) {
+      others.push(`${name} leader`);
+      continue;
+    }
+    const template = `${m[1]!}-*${m[3] ?? ''}`;
+    const list = groups.get(template) ?? [];
+    if (list.length === 0) groups.set(template, list);
+    list.push(Number(m[2]));
+  }
+  for (const [template, ks] of groups) roles.push(`${template} leader (partitions ${ks.sort((a, b) => a - b).join(', ')})`);
+  return [...roles, ...others];
 }
 
 /** Index of the node leading the log stream, from any node's monitor port. */

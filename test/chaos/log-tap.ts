@@ -12,12 +12,20 @@
  * both copies hold an event at different positions the leader's wins and the
  * disagreement is counted (`replicaMismatches`; replicas that numbered events
  * differently were a defect of the old 2.9 floor, so any count is a finding).
+ *
+ * A partitioned log (`--log-partitions N`) is N streams, each numbering its
+ * own positions: one partition tap per stream (`startPartitionTap`), each
+ * keeping only its own sessions' republished copies (the live subjects carry
+ * no partition, and `Nats-Sequence` is the partition stream's), combined by
+ * `startLogTap` into one copy. A session lives in one partition, so the
+ * streams' keys never collide; positions do, and stay per partition.
  */
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { LogHeader } from '@tether/protocol';
+import { createSubjects, partitionOf } from '@tether/session-log';
 import { compareWindow } from './power-loss.js';
 import type { Held, LossMark, PowerLossAccount } from './power-loss.js';
 import { digest, meaningOf, sleep } from './util.js';
@@ -39,12 +47,26 @@ export interface LogRecord {
   readonly response?: { readonly id: string; readonly ok: boolean } | undefined;
 }
 
-export interface LogTap {
+/** What a tap counts. `replicaMismatches`: events the consumer's replica numbered differently from the leader (replaced by the leader's). */
+export interface TapStats {
+  /** Messages read. */
+  messages: number;
+  /** How many times the reader had to be rebuilt. */
+  rebuilds: number;
+  holesFilled: number;
+  holesPurged: number;
+  leaderCopies: number;
+  replicaMismatches: number;
+}
+
+/** The tap of one partition stream (the whole log when it has one). */
+export interface PartitionTap {
+  /** This tap's partition (0 on an unpartitioned log). */
+  readonly partition: number;
   /** Stored messages per `<session>/<stream>`, in log order. */
   readonly streams: ReadonlyMap<string, readonly LogRecord[]>;
-  /** Messages read, and how many times the reader had to be rebuilt. */
-  /** `replicaMismatches`: events the consumer's replica numbered differently from the leader (replaced by the leader's). */
-  readonly stats: { messages: number; rebuilds: number; lastPos: number; holesFilled: number; holesPurged: number; leaderCopies: number; replicaMismatches: number };
+  /** Its counts, and `lastPos`: the highest position its consumer read. */
+  readonly stats: TapStats & { lastPos: number };
   /** Positions the tap missed and found gone when it looked them up (purged with their session). */
   readonly purged: ReadonlySet<number>;
   /** One account per power loss (`markBeforeLoss`, then `resyncAfterLoss`). */
@@ -53,9 +75,9 @@ export interface LogTap {
    * Just before every node is SIGKILLed: the highest position the tap saw
    * acknowledged (its consumer or the leader's republish), and where the
    * window to re-check starts (`windowMs` back, after the previous mark, at
-   * most `maxPositions` back).
+   * most `maxPositions` back). `at`: the mark's time (default now).
    */
-  markBeforeLoss(windowMs: number, maxPositions: number): LossMark;
+  markBeforeLoss(windowMs: number, maxPositions: number, at?: number): LossMark;
   /**
    * After every node is back: re-reads the log from the mark's window start,
    * compares each position with what the tap held there, puts what the log
@@ -70,6 +92,34 @@ export interface LogTap {
   stop(timeoutMs?: number): Promise<void>;
 }
 
+/**
+ * The checker's copy of the whole log: one partition tap per partition
+ * stream, combined. What is per position stays per partition (`purged`, the
+ * marks, each account's `partition`).
+ */
+export interface LogTap {
+  /** The log's partition count. */
+  readonly partitions: number;
+  /** Stored messages per `<session>/<stream>`, in log order (every partition's; a session is in one). */
+  readonly streams: ReadonlyMap<string, readonly LogRecord[]>;
+  /** Every partition tap's counts, summed. */
+  readonly stats: Readonly<TapStats>;
+  /** Each partition tap's counts, in partition order. */
+  readonly byPartition: readonly Readonly<TapStats>[];
+  /** Per partition (index `partitionOf(session, partitions)`): positions missed and found gone (purged with their session). */
+  readonly purged: readonly ReadonlySet<number>[];
+  /** One account per power loss and partition (each account names its partition). */
+  readonly losses: readonly PowerLossAccount[];
+  /** Every partition tap's mark (`PartitionTap.markBeforeLoss`), one time for all, in partition order. */
+  markBeforeLoss(windowMs: number, maxPositions: number): readonly LossMark[];
+  /** Every partition's re-check at once (`PartitionTap.resyncAfterLoss`): one account per partition. */
+  resyncAfterLoss(marks: readonly LossMark[], timeoutMs: number): Promise<PowerLossAccount[]>;
+  /** Takes an event the log lost out of its partition's copy. */
+  drop(key: string, record: LogRecord): void;
+  /** Stops every partition tap (each waits, bounded, until it has read everything stored so far). */
+  stop(timeoutMs?: number): Promise<void>;
+}
+
 const NANOS_PER_S = 1_000_000_000;
 const MAX_HOLES = 100_000;
 
@@ -77,26 +127,93 @@ const MAX_HOLES = 100_000;
 const RECHECK_BATCH = 500;
 
 export interface LogTapOptions {
+  /** The log's subject prefix (`namespaceNames(ns).subjectPrefix`). Default `tether`. */
   readonly subjectPrefix?: string;
 }
 
-export async function startLogTap(servers: readonly string[], streamName: string, options: LogTapOptions = {}): Promise<LogTap> {
+export interface PartitionTapOptions extends LogTapOptions {
+  /** The partition this tap reads (its stream is that partition's). Default 0. */
+  readonly partition?: number;
+  /** The log's partition count. Default 1: the unpartitioned log. */
+  readonly partitions?: number;
+}
+
+/**
+ * The checker's copy of a log on `streamNames` (partition k's stream at
+ * index k; one name for an unpartitioned log): a partition tap per stream,
+ * combined.
+ */
+export async function startLogTap(servers: readonly string[], streamNames: readonly string[], options: LogTapOptions = {}): Promise<LogTap> {
+  const partitions = streamNames.length;
+  if (partitions < 1) throw new Error('startLogTap: no log stream named');
+  const taps: PartitionTap[] = [];
+  try {
+    for (const [partition, streamName] of streamNames.entries()) taps.push(await startPartitionTap(servers, streamName, { ...options, partition, partitions }));
+  } catch (err) {
+    await Promise.all(taps.map((t) => t.stop(0).catch(() => undefined)));
+    throw err;
+  }
+  const tapOf = (key: string): PartitionTap => taps[partitionOf(key.split('/')[0] ?? '', partitions)]!;
+  return {
+    partitions,
+    get streams() {
+      // Merged when asked (the checker asks once, after stop): partition taps add streams as they read.
+      if (taps.length === 1) return taps[0]!.streams;
+      const merged = new Map<string, readonly LogRecord[]>();
+      for (const tap of taps) for (const [key, list] of tap.streams) merged.set(key, list);
+      return merged;
+    },
+    get stats() {
+      const sum: TapStats = { messages: 0, rebuilds: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0 };
+      for (const { stats } of taps) for (const name of Object.keys(sum) as Array<keyof TapStats>) sum[name] += stats[name];
+      return sum;
+    },
+    byPartition: taps.map((t) => t.stats),
+    purged: taps.map((t) => t.purged),
+    get losses() {
+      return taps.flatMap((t) => t.losses);
+    },
+    markBeforeLoss(windowMs, maxPositions) {
+      const at = Date.now();
+      return taps.map((t) => t.markBeforeLoss(windowMs, maxPositions, at));
+    },
+    async resyncAfterLoss(marks, timeoutMs) {
+      if (marks.length !== taps.length) throw new Error(`resyncAfterLoss: ${marks.length} marks for ${taps.length} partitions`);
+      return Promise.all(taps.map((t, i) => t.resyncAfterLoss(marks[i]!, timeoutMs)));
+    },
+    drop(key, record) {
+      tapOf(key).drop(key, record);
+    },
+    async stop(timeoutMs) {
+      await Promise.all(taps.map((t) => t.stop(timeoutMs)));
+    },
+  };
+}
+
+/** The tap of one partition stream (`options.partition` of `options.partitions`; the whole log by default). */
+export async function startPartitionTap(servers: readonly string[], streamName: string, options: PartitionTapOptions = {}): Promise<PartitionTap> {
   const subjectPrefix = options.subjectPrefix ?? 'tether';
+  const partition = options.partition ?? 0;
+  const partitions = options.partitions ?? 1;
+  const subjects = createSubjects(subjectPrefix, partitions);
   const nc: NatsConnection = await connect({ servers: [...servers], maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   const jsm: JetStreamManager = await jetstreamManager(nc, { timeout: 5_000 });
   const js = jetstream(nc, { timeout: 5_000 });
   const streams = new Map<string, LogRecord[]>();
   const stats = { messages: 0, rebuilds: 0, lastPos: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0 };
-  const prefix = `${subjectPrefix}.log.`;
+  // `<prefix>.log.` (`<prefix>.log.<k>.` on a partitioned log): what precedes `<session>.<stream>`.
+  const prefix = subjects.partitionLogWildcard(partition).slice(0, -1);
   // The leader's copy: `<session>/<stream>` → seq → record (pos = the leader's sequence).
   const leader = new Map<string, Map<number, LogRecord>>();
-  const livePrefix = `${subjectPrefix}.live.`;
-  const liveSub = nc.subscribe(`${livePrefix}>`, {
+  const livePrefix = subjects.liveWildcard.slice(0, -1);
+  const liveSub = nc.subscribe(subjects.liveWildcard, {
     callback: (err, msg) => {
       if (err !== null || stopped) return;
       const pos = Number(msg.headers?.get('Nats-Sequence'));
       const [session, stream] = msg.subject.slice(livePrefix.length).split('.');
       if (!Number.isSafeInteger(pos) || session === undefined || stream === undefined) return;
+      // Every partition republishes into one live subject space; `Nats-Sequence` is this partition's only for its own sessions.
+      if (partitions > 1 && partitionOf(session, partitions) !== partition) return;
       const record = toRecord(pos, msg.headers, msg.data);
       const key = `${session}/${stream}`;
       leaderMaxPos = Math.max(leaderMaxPos, pos);
@@ -218,12 +335,12 @@ export async function startLogTap(servers: readonly string[], streamName: string
   })();
 
   return {
+    partition,
     streams,
     stats,
     purged,
     losses,
-    markBeforeLoss(windowMs, maxPositions) {
-      const at = Date.now();
+    markBeforeLoss(windowMs, maxPositions, at = Date.now()) {
       const lastPos = Math.max(stats.lastPos, leaderMaxPos);
       const back = [...samples].reverse().find((x) => x.at <= at - windowMs)?.pos ?? 0;
       const fromPos = Math.max(1, lastMarkPos + 1, back + 1, lastPos - maxPositions + 1);
@@ -238,7 +355,7 @@ export async function startLogTap(servers: readonly string[], streamName: string
       const held = new Map<number, Held>();
       for (const [key, list] of streams) for (const r of list) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos) held.set(r.pos, { key, record: r });
       for (const [key, bySeq] of leader) for (const r of bySeq.values()) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos && !held.has(r.pos)) held.set(r.pos, { key, record: r });
-      const account: PowerLossAccount = { mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined, checkedAt: undefined };
+      const account: PowerLossAccount = { partition, mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined, checkedAt: undefined };
       for (const h of held.values()) if (h.key !== undefined) account.acked += 1;
       losses.push(account);
       if (mark.lastPos < mark.fromPos) return account;

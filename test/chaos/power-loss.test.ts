@@ -51,6 +51,7 @@ describe('power loss: how each lost event ended', () => {
 
   it('explicit, silent, not delivered, and purged with a closed session', () => {
     const account: PowerLossAccount = {
+      partition: 0,
       mark: { at: 0, lastPos: 20, fromPos: 10 },
       acked: 5,
       survived: 1,
@@ -84,5 +85,7 @@ describe('power loss: how each lost event ended', () => {
     expect(r.lostByEnd).toEqual({ 'explicit refused 404 diverged': 1, 'not delivered to any client': 3, 'violation gap': 1 });
     // Without a re-check time nothing absent can be told from a purge: all of it counts as lost.
     expect(powerLossReport([{ ...account, checkedAt: undefined }], exchanges, streams, closedAt)).toMatchObject({ lost: 6, purged: 0 });
+    // A partitioned log: one account per partition, one power loss (one mark time).
+    expect(powerLossReport([account, { ...account, partition: 1, acked: 0, survived: 0, lost: [] }], exchanges, streams, closedAt)).toMatchObject({ losses: 1, acked: 5 });
   });
 });

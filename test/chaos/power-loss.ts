@@ -47,8 +47,10 @@ export interface LossMark {
   readonly fromPos: number;
 }
 
-/** What one power loss did to the acknowledged log events the tap held. */
+/** What one power loss did to the acknowledged log events the tap held, in one partition of the log. */
 export interface PowerLossAccount {
+  /** The partition (its stream numbers the positions); 0 on an unpartitioned log. */
+  readonly partition: number;
   readonly mark: LossMark;
   /** Log events the tap held in `[fromPos, lastPos]`. */
   acked: number;
@@ -57,7 +59,7 @@ export interface PowerLossAccount {
   lost: LostEvent[];
   /** Held positions not compared (the re-read did not get there in time): the account is partial when > 0. */
   unchecked: number;
-  /** The stream's last position when the re-read began: below `mark.lastPos`, the tail was lost. */
+  /** The partition stream's last position when the re-read began: below `mark.lastPos`, the tail was lost. */
   lastPosAfterRestart: number | undefined;
   /** When the re-read was compared (ms since epoch): an absent event's session closed by then was purged (`isPurged`). */
   checkedAt: number | undefined;
@@ -100,7 +102,7 @@ export function compareWindow(held: ReadonlyMap<number, Held>, reread: ReadonlyM
 
 /** The power-loss part of the report. */
 export interface PowerLossReport {
-  /** Power losses whose accounting ran. */
+  /** Power losses whose accounting ran (one account per partition each, with one mark time). */
   readonly losses: number;
   /** Acknowledged log events held in the windows before them, and how many of them were found again. */
   readonly acked: number;
@@ -111,7 +113,7 @@ export interface PowerLossReport {
   readonly purged: number;
   /** Not compared (a re-read that ran out of time). */
   readonly unchecked: number;
-  /** Lost tails: restarts after which the log ended before the last acknowledged position. */
+  /** Lost tails: restarts after which a partition stream ended before its last acknowledged position (counted per partition). */
   readonly shorterLogs: number;
   /**
    * Each lost event by how it ended for the clients: `not delivered` (no
@@ -131,7 +133,8 @@ export interface PowerLossReport {
  * `closedAt` holds when each closed session was closed (see `isPurged`).
  */
 export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges: readonly Exchange[], streams: readonly StreamReport[], closedAt: ReadonlyMap<string, number>): PowerLossReport {
-  // Which client got which event: by position, with the digest (a position can hold another event after a loss).
+  // Which client got which event: by position, with the digest (a position can hold another event after a loss)
+  // and the epoch (one per session: it tells apart the same position in two partitions).
   const delivered = new Map<number, Array<{ client: string; digest: string; epoch: string }>>();
   for (const ex of exchanges) {
     for (const e of ex.events) {
@@ -182,5 +185,5 @@ export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges
       if (examples.length < 20) examples.push(`${event.key} seq ${event.record.seq} pos ${event.record.pos} (${event.record.kind}, ${event.how}), delivered to ${clients === undefined ? 'no client' : [...clients].join(', ')}`);
     }
   }
-  return { losses: accounts.length, acked, survived, lost, purged, unchecked, shorterLogs, lostByEnd, silent, examples };
+  return { losses: new Set(accounts.map((a) => a.mark.at)).size, acked, survived, lost, purged, unchecked, shorterLogs, lostByEnd, silent, examples };
 }

@@ -7,12 +7,14 @@
  * the report as JSON, and exits 1 if any silent violation or task violation
  * was found (2 on bad arguments or a harness failure). `--log`,
  * `--target`, `--sync` and `--faults` pick other configurations and fault
- * kinds (docs/reliability.md, "Configurations and the faults of issue 15");
+ * kinds (docs/reliability.md, "Configurations and the faults of issue 15"),
+ * `--log-partitions` spreads the log over that many streams (issue 24);
  * without them a run is what it was before they existed. The nats-server is
  * the test kit's: NATS_SERVER_BIN, else `scripts/nats-server.sh current`,
  * never one older than 2.11.
  */
 import { writeFile } from 'node:fs/promises';
+import { MAX_PARTITIONS } from '@tether/session-log';
 import { runChaos } from './chaos.js';
 import { DEFAULT_SELECTION, parseFaultSelection } from './faults.js';
 import type { FaultKind, FaultSelection } from './faults.js';
@@ -22,7 +24,7 @@ import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--sync always] [--faults default,KIND[=W],…]
-                        [--task-clients 2]
+                        [--task-clients 2] [--log-partitions 1]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -42,6 +44,10 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
   --task-clients 2026-07-28 clients of the gateways' durable tasks (default 2; 0 for none), on their own route
                  (/tasks/mcp, the test kit's task upstream); each gateway_sigkill then aims at a task's runner.
                  Gateways only, log in-process: on --log grpc:// they serve no tasks, and none run (the summary says so)
+  --log-partitions
+                 streams the log is spread over, 1 to ${MAX_PARTITIONS} (default 1: one stream); every process that opens
+                 the log gets --log-partitions N (gateways with the log in-process, session-log services, SDK
+                 instances), the checker reads every partition stream, NATS faults aim at partition streams' leaders
   --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
                  Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
                  gateway_sigkill gateway_sigterm_drain nats_node_kill upstream_restart connection_cut_all slow_client
@@ -51,7 +57,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients'];
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions'];
 
 function parseArgs(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -84,6 +90,7 @@ async function main(): Promise<number> {
   let sync: SyncMode;
   let faults: FaultSelection;
   let taskClients: number;
+  let logPartitions: number;
   try {
     args = parseArgs(process.argv.slice(2));
     durationMs = parseDuration(args['duration'] ?? '60s');
@@ -92,6 +99,10 @@ async function main(): Promise<number> {
     if (!Number.isInteger(clients) || clients < 1 || clients > 200) throw new Error(`--clients must be an integer from 1 to 200, got ${args['clients']}`);
     taskClients = Number(args['task-clients'] ?? '2');
     if (!Number.isInteger(taskClients) || taskClients < 0 || taskClients > 100) throw new Error(`--task-clients must be an integer from 0 to 100, got ${args['task-clients']}`);
+    logPartitions = Number(args['log-partitions'] ?? '1');
+    if (!/^\d+$/.test(args['log-partitions'] ?? '1') || !Number.isInteger(logPartitions) || logPartitions < 1 || logPartitions > MAX_PARTITIONS) {
+      throw new Error(`--log-partitions must be an integer from 1 to ${MAX_PARTITIONS}, got ${args['log-partitions']}`);
+    }
     if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${args['seed']}`);
     if (durationMs < 5_000) throw new Error('--duration must be at least 5s');
     target = (args['target'] ?? 'gateway') as TargetName;
@@ -140,6 +151,7 @@ async function main(): Promise<number> {
     sync,
     faults,
     taskClients,
+    logPartitions,
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`\n${formatSummary(report, command)}\n`);

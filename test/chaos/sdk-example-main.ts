@@ -6,6 +6,8 @@
  * `SessionLog.create` gets `replicas` and `namespace` from
  * `TETHER_CHAOS_LOG_REPLICAS` and `TETHER_CHAOS_NAMESPACE`; nothing else
  * changes (its durable tasks bucket stays R1, unused by the chaos clients).
+ * A partitioned log's count is the example's own `--log-partitions`, which
+ * the harness passes through.
  *
  *   node --import tsx test/chaos/sdk-example-main.ts --port 0 --nats nats://… --instance sdk1.0
  */

@@ -15,6 +15,11 @@
  *                             ▼                         ▼
  *                  nats-server ×3 (JetStream R3: TETHER log, sessions)
  *
+ * With `logPartitions` N > 1, every process that opens the log gets
+ * `--log-partitions N` (the gateways with the log in-process, the
+ * session-log services, the SDK instances), and the log is N streams
+ * `TETHER_LOG-<k>_<namespace>`, each with its own buckets.
+ *
  * With `natsProxies`, every process that holds a NATS connection for the
  * log (the gateways, the session-log services, or the SDK instances) reaches
  * the cluster through its own TCP proxy (`nats-proxy.ts`), which the
@@ -28,7 +33,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { namespaceNames } from '@tether/session-log';
+import { logLayout, resolveConfig } from '@tether/session-log';
 import { findNatsServerBinary, natsServerVersion, startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
 import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
@@ -86,6 +91,8 @@ export interface ChaosStackOptions {
   readonly log?: LogMode;
   /** `always`: every node runs with `jetstream { sync_interval: always }`. Default: the server's default. */
   readonly sync?: SyncMode;
+  /** Streams the log is spread over: `--log-partitions` of every process that opens it. Default 1. */
+  readonly logPartitions?: number;
   /** Put a freezable TCP proxy between each NATS client process and the cluster (for `gateway_nats_cut`). Default false. */
   readonly natsProxies?: boolean;
   /**
@@ -103,6 +110,8 @@ export interface StackConfig {
   readonly natsBin: string;
   readonly natsVersion: string;
   readonly sync: SyncMode;
+  /** The log's partition count (`--log-partitions`). */
+  readonly logPartitions: number;
   readonly instances: number;
   readonly logServices: number;
   readonly natsProxies: boolean;
@@ -111,7 +120,8 @@ export interface StackConfig {
 export interface ChaosStack {
   readonly config: StackConfig;
   readonly cluster: NatsCluster;
-  readonly streamName: string;
+  /** The log's streams: partition k's at index k (one for an unpartitioned log). */
+  readonly streamNames: readonly string[];
   readonly proxy: RoundRobinProxy;
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
@@ -147,6 +157,11 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
   const natsVersion = natsServerVersion(natsBin);
   const sync = options.sync ?? 'default';
   const natsProxies = options.natsProxies ?? false;
+  const logPartitions = options.logPartitions ?? 1;
+  // Also checks the count (1..256) before anything starts.
+  const streamNames = logLayout(resolveConfig({ namespace: options.namespace, partitions: logPartitions })).partitions.map((p) => p.streamName);
+  /** `--log-partitions N` for a process that opens the log; none for N = 1, so such a run starts every process as before. */
+  const partitionFlags = logPartitions === 1 ? [] : ['--log-partitions', String(logPartitions)];
   const cluster = await startNatsCluster({
     size: 3,
     bin: natsBin,
@@ -208,7 +223,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
           command: process.execPath,
           args: [
             SESSION_LOG_MAIN,
-            ...['--port', '0', '--nats', urls, '--log-replicas', '3', '--namespace', options.namespace],
+            ...['--port', '0', '--nats', urls, '--log-replicas', '3', '--namespace', options.namespace, ...partitionFlags],
             ...['--token', `${LOG_TOKEN.name}:${LOG_TOKEN.secret}`, '--instance-id', name],
           ],
           cwd: ROOT,
@@ -230,7 +245,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       if (target === 'sdk-example') {
         return [
           '--import', 'tsx', SDK_EXAMPLE_MAIN,
-          ...['--port', '0', '--nats', slotNats.get(slot.slot)!, '--instance', instance],
+          ...['--port', '0', '--nats', slotNats.get(slot.slot)!, '--instance', instance, ...partitionFlags],
           // The gateways' settings: a 200 ms retry hint, writer checks every 500 ms, 3 s of silence.
           ...['--retry-ms', '200', '--writer-check-ms', '500', '--writer-silence-ms', '3000'],
         ];
@@ -238,7 +253,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       const logFlags =
         logMode === 'grpc'
           ? ['--log', `grpc://127.0.0.1:${logServices[slot.slot % logServices.length]!.port}`, '--log-token', LOG_TOKEN.secret]
-          : ['--nats', slotNats.get(slot.slot)!, '--log-replicas', '3', '--namespace', options.namespace];
+          : ['--nats', slotNats.get(slot.slot)!, '--log-replicas', '3', '--namespace', options.namespace, ...partitionFlags];
       return [
         GATEWAY_MAIN,
         ...['--port', '0', ...logFlags],
@@ -266,15 +281,14 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     };
     // One at a time: the first creates the log stream and buckets, the others verify them.
     for (const slot of gateways) await launch(slot);
-    const streamName = namespaceNames(options.namespace).streamName;
-    await assertReplicas(cluster.urls, streamName, 3);
+    await assertLayout(cluster.urls, streamNames, 3);
     const proxy = await startRoundRobinProxy(gateways.map((g) => g.origin!), { historySize: 100 });
     const rotate = (): void => proxy.setTargets(gateways.flatMap((g) => (g.origin === undefined ? [] : [g.origin])));
 
     return {
-      config: { target, log: logMode, natsBin, natsVersion, sync, instances: INSTANCES, logServices: logServices.length, natsProxies },
+      config: { target, log: logMode, natsBin, natsVersion, sync, logPartitions, instances: INSTANCES, logServices: logServices.length, natsProxies },
       cluster,
-      streamName,
+      streamNames,
       proxy,
       baseUrl: proxy.url,
       upstreams,
@@ -343,12 +357,19 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
   }
 }
 
-/** The log stream runs at the replicas the harness means (the SDK example gets them through its launcher). */
-async function assertReplicas(servers: readonly string[], streamName: string, replicas: number): Promise<void> {
+/**
+ * Every partition stream of the log exists and runs at the replicas the
+ * harness means (the SDK example gets them through its launcher): a process
+ * that ignored `--log-partitions` would have made other streams.
+ */
+async function assertLayout(servers: readonly string[], streamNames: readonly string[], replicas: number): Promise<void> {
   const nc = await connect({ servers: [...servers] });
   try {
-    const info = await (await jetstreamManager(nc)).streams.info(streamName);
-    if (info.config.num_replicas !== replicas) throw new Error(`the log stream ${streamName} has ${info.config.num_replicas} replicas, the harness needs ${replicas}`);
+    const jsm = await jetstreamManager(nc);
+    for (const streamName of streamNames) {
+      const info = await jsm.streams.info(streamName);
+      if (info.config.num_replicas !== replicas) throw new Error(`the log stream ${streamName} has ${info.config.num_replicas} replicas, the harness needs ${replicas}`);
+    }
   } finally {
     await nc.close();
   }

@@ -15,7 +15,7 @@ export function formatSummary(report: ChaosReport, command: string): string {
   lines.push(`run: ${report.durationMs / 1000}s of load, ${(report.wallMs / 1000).toFixed(1)}s wall, ${report.clients.raw} raw SSE clients + ${report.clients.sdk} SDK clients with the resume guard, seed ${report.seed}`);
   const c = report.config;
   const behind = c.target === 'sdk-example' ? `${c.instances} tether-sdk-example processes` : `${c.instances} gateways, log ${c.log === 'grpc' ? `over gRPC (--log grpc://, ${c.logServices} session-log services)` : 'in-process on NATS'}`;
-  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}`);
+  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, ${c.logPartitions === 1 ? 'the log on one stream' : `the log on ${c.logPartitions} partitions (--log-partitions)`}, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}`);
   lines.push(`fault kinds (weight): ${c.faults.map((f) => `${f.kind} (${f.weight})`).join(', ')}`);
   lines.push('');
   lines.push(`streams:             ${report.streams.total}`);
@@ -53,7 +53,8 @@ export function formatSummary(report: ChaosReport, command: string): string {
     for (const [name, s] of Object.entries(report.natsProxies)) lines.push(`  ${name.padEnd(8)} ${s.connections} connections, ${s.resets} resets, ${s.refused} refused`);
   }
   const v = report.verification;
-  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.deliveredThenLost} delivered, then lost by a power loss; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole; ${v.tapReplicaMismatches} events its replica numbered differently from the stream leader, the leader's copy used)`);
+  const byPartition = v.tapMessagesByPartition.length > 1 ? `, per partition ${v.tapMessagesByPartition.join('/')}` : '';
+  lines.push(`verification: ${v.eventsMatched} delivered events matched the log; ${v.deliveredThenLost} delivered, then lost by a power loss; ${v.foundByReadPage} found by readPage only; ${v.unverifiable} unverifiable; readPage read ${v.readPageStreams} streams, ${v.readPageMismatches} mismatches with the tap; tap read ${v.tapMessages} messages${byPartition} (${v.tapRebuilds} rebuilds, ${v.tapHolesFilled} missed deliveries fetched one by one, ${v.tapHolesPurged} positions purged before it read them, ${v.tapGaps} stream copies left with such a hole; ${v.tapReplicaMismatches} events its replica numbered differently from the stream leader, the leader's copy used)`);
   for (const example of report.silentViolations.examples.slice(0, 10)) lines.push(`  VIOLATION ${JSON.stringify(example)}`);
   return lines.join('\n');
 }
