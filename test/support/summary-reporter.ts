@@ -23,6 +23,14 @@ export default class SummaryReporter implements Reporter {
       failed += mod.state() === 'failed' && failedHere === 0 ? 1 : failedHere;
     }
     failed += unhandledErrors.length;
+    // The slowest files, for whoever shortens the wait (issue 25: npm test in 10 minutes).
+    const slowest = testModules
+      .map((mod) => ({ file: mod.relativeModuleId, project: mod.project.name, ms: mod.diagnostic().duration + mod.diagnostic().collectDuration }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 12);
+    if (slowest.length > 0) {
+      process.stdout.write(`\nslowest files (tests, hooks and import, s):\n${slowest.map((f) => `  ${(f.ms / 1000).toFixed(1).padStart(6)}  ${f.project === 'all' ? '' : `[${f.project}] `}${f.file}`).join('\n')}\n`);
+    }
     const skippedNote = skipped > 0 ? ` (${skipped} skipped)` : '';
     // scripts/test.sh runs vitest more than once and prints the sum last; it
     // names each run (`node20: ...`) so the last plain line stays the total.
