@@ -1,6 +1,6 @@
 import { ConfigError, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagSpec } from '@tether/config';
-import { isSessionLogError, MAX_PARTITIONS, resolveConfig } from '@tether/session-log';
+import { MAX_PARTITIONS, PLACEMENT_TAG_ALLOWED, PLACEMENT_TAG_PATTERN } from '@tether/session-log';
 
 /** Every flag of `tether-sdk-example`; `--help` is built from this table, so it lists exactly what the parser accepts. */
 export const FLAGS = [
@@ -82,7 +82,7 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     host,
     nats,
     logPartitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
-    logPlacementTags: placementTags(raw('log-placement-tags')),
+    logPlacementTags: list(raw('log-placement-tags'), ',').map((tag) => matching('log-placement-tags', tag, PLACEMENT_TAG_PATTERN, PLACEMENT_TAG_ALLOWED)),
     instance: raw('instance'),
     retryMs: int('retry-ms', raw('retry-ms'), 1, 600_000),
     writerCheckMs,
@@ -91,19 +91,6 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
   };
 }
 
-/** `--log-placement-tags`, each tag checked by the session log's own rule, named by the flag. */
-function placementTags(text: string): string[] {
-  const tags = list(text);
-  for (const tag of tags) {
-    try {
-      resolveConfig({ placementTags: [tag] });
-    } catch (err) {
-      if (!isSessionLogError(err)) throw err;
-      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
-    }
-  }
-  return tags;
-}
 
 type AuthFlag = 'auth' | 'auth-jwks-url' | 'auth-issuer' | 'auth-audience' | 'auth-scopes' | 'auth-authorization-server';
 const TOKEN_FLAGS = ['auth-jwks-url', 'auth-issuer', 'auth-audience', 'auth-scopes', 'auth-authorization-server'] as const;

@@ -1,5 +1,5 @@
 import { SessionLogError, SessionLogErrorCode } from './errors.js';
-import { MAX_PARTITIONS, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames } from './wire.js';
+import { MAX_PARTITIONS, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames, PLACEMENT_TAG_ALLOWED, PLACEMENT_TAG_PATTERN } from './wire.js';
 
 /** How the log is laid out on JetStream. Every field has a default. */
 export interface SessionLogOptions {
@@ -75,7 +75,6 @@ export type SessionLogConfig = Required<SessionLogOptions>;
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 const HOUR = 3_600_000;
-const TAG = /^[A-Za-z0-9_:./=-]{1,64}$/;
 
 /** Fills defaults and validates; a bad value is refused with its key, value and what is allowed. */
 export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig {
@@ -113,8 +112,8 @@ export function resolveConfig(options: SessionLogOptions = {}): SessionLogConfig
   matches('principalsBucket', config.principalsBucket, NAME, 'letters, digits, _ and -, up to 64 characters');
   matches('tasksStream', config.tasksStream, NAME, 'letters, digits, _ and -, up to 64 characters');
   integer('partitions', config.partitions, 1, MAX_PARTITIONS);
-  if (!Array.isArray(config.placementTags) || config.placementTags.some((tag) => typeof tag !== 'string' || !TAG.test(tag))) {
-    refuse('placementTags', config.placementTags, 'server tags of 1 to 64 letters, digits and _ : . / = -');
+  if (!Array.isArray(config.placementTags) || config.placementTags.some((tag) => typeof tag !== 'string' || !PLACEMENT_TAG_PATTERN.test(tag))) {
+    refuse('placementTags', config.placementTags, PLACEMENT_TAG_ALLOWED);
   }
   integer('replicas', config.replicas, 1, 5);
   integer('maxAgeMs', config.maxAgeMs, 1_000, Number.MAX_SAFE_INTEGER);

@@ -44,6 +44,8 @@ export {
   NAMESPACE_PATTERN,
   namespaceNames,
   MAX_PARTITIONS,
+  PLACEMENT_TAG_ALLOWED,
+  PLACEMENT_TAG_PATTERN,
   partitionName,
   partitionOf,
 } from './wire.js';

@@ -64,6 +64,10 @@ export function namespaceNames(namespace: string): NamespaceNames {
   };
 }
 
+/** A server tag for `placementTags` (`--log-placement-tags`): e.g. `region:eu`, `az=1`. */
+export const PLACEMENT_TAG_PATTERN = /^[A-Za-z0-9_:./=-]{1,64}$/;
+export const PLACEMENT_TAG_ALLOWED = 'server tags of 1 to 64 letters, digits and _ : . / = -, comma separated';
+
 /** The most partitions a log may have: each is a stream and two buckets, so three Raft groups. */
 export const MAX_PARTITIONS = 256;
 

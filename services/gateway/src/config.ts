@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
-import { DEFAULT_STREAM_NAME, isSessionLogError, MAX_PARTITIONS, MAX_SESSIONS_PER_PRINCIPAL, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames, resolveConfig } from '@tether/session-log';
+import { DEFAULT_STREAM_NAME, isSessionLogError, MAX_PARTITIONS, MAX_SESSIONS_PER_PRINCIPAL, PLACEMENT_TAG_ALLOWED, PLACEMENT_TAG_PATTERN, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames, resolveConfig } from '@tether/session-log';
 import { AUTH_FLAGS, AUTH_SECRET_FLAGS, parseAuthConfig } from './auth/auth-config.js';
 import type { AuthConfig } from './auth/auth-config.js';
 
@@ -195,7 +195,7 @@ export function parseConfig(
     logMaxMsgsPerStream: int('log-max-msgs-per-stream', raw('log-max-msgs-per-stream'), -1, Number.MAX_SAFE_INTEGER),
     logReplicas: int('log-replicas', raw('log-replicas'), 1, 5),
     logPartitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
-    logPlacementTags: placementTags(raw('log-placement-tags')),
+    logPlacementTags: list(raw('log-placement-tags'), ',').map((tag) => matching('log-placement-tags', tag, PLACEMENT_TAG_PATTERN, PLACEMENT_TAG_ALLOWED)),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
     auth: parseAuthConfig(raw),
     allowedOrigins: list(raw('allowed-origins'), ','),
@@ -256,22 +256,6 @@ function logLayout(namespaceText: string, streamText: string, viaService: boolea
   return { namespace, logStream };
 }
 
-/**
- * `--log-placement-tags`, each tag checked by the library's own rule (so
- * nothing it would refuse at startup gets past here), named by the flag.
- */
-function placementTags(text: string): string[] {
-  const tags = list(text, ',');
-  for (const tag of tags) {
-    try {
-      resolveConfig({ placementTags: [tag] });
-    } catch (err) {
-      if (!isSessionLogError(err)) throw err;
-      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
-    }
-  }
-  return tags;
-}
 
 /**
  * The log layout flags a `--log grpc://` gateway was given and does not use:

@@ -10,6 +10,8 @@ import {
   NAMESPACE_ALLOWED,
   NAMESPACE_PATTERN,
   namespaceNames,
+  PLACEMENT_TAG_ALLOWED,
+  PLACEMENT_TAG_PATTERN,
   resolveConfig,
 } from '@tether/session-log';
 import { parseTokens } from './auth.js';
@@ -165,7 +167,7 @@ export function parseConfig(
     maxMsgsPerStream: limit('log-max-msgs-per-stream', raw('log-max-msgs-per-stream')),
     replicas: int('log-replicas', raw('log-replicas'), 1, 5),
     partitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
-    placementTags: placementTags(raw('log-placement-tags')),
+    placementTags: list(raw('log-placement-tags'), ',').map((tag) => matching('log-placement-tags', tag, PLACEMENT_TAG_PATTERN, PLACEMENT_TAG_ALLOWED)),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
   };
   const maxPayloadBytes = int('max-payload-bytes', raw('max-payload-bytes'), 1, 64 * 1024 * 1024);
@@ -262,23 +264,6 @@ function needsNamespace(flag: string, value: string, what: string): string {
   );
 }
 
-/**
- * `--log-placement-tags`, each tag checked by the library's own rule (the
- * whole config is checked again below, but its message names the option,
- * not the flag), named by the flag.
- */
-function placementTags(text: string): string[] {
-  const tags = list(text);
-  for (const tag of tags) {
-    try {
-      resolveConfig({ placementTags: [tag] });
-    } catch (err) {
-      if (!isSessionLogError(err)) throw err;
-      throw new ConfigError(`invalid --log-placement-tags ${JSON.stringify(tag)}; allowed: ${String(err.fields.detail?.allowed ?? 'server tags')}, comma separated`);
-    }
-  }
-  return tags;
-}
 
 /** Refuses token specs the authenticator would refuse, naming where they came from but not the secret. */
 function checkTokens(source: string, specs: readonly string[]): void {
