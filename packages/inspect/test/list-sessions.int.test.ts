@@ -90,7 +90,10 @@ describe.each([1, 4])('listSessions on a log of %i partition(s)', (partitions) =
     expect(all[0]).toMatchObject({ tag: tag('gone'), state: 'expired', verdicts: { epoch_mismatch: 1 } });
     expect(all.find((r) => r.tag === tag('gone-closed'))).toMatchObject({ state: 'closed', route: undefined });
     expect(all.find((r) => r.tag === tag('garbled'))).toMatchObject({ verdicts: { resumed: 1 } });
-    expect(all.slice(1, 5).map((r) => r.tag)).toEqual([tag('garbled'), tag('a'), tag('tie1'), tag('tie2')]);
+    expect(all.slice(1, 3).map((r) => r.tag)).toEqual([tag('garbled'), tag('a')]);
+    // Two sessions last active in the same millisecond: next to each other, in scan order (on a
+    // partitioned log the partition's order, which the random ids decide), the same on both paths above.
+    expect(all.slice(3, 5).map((r) => r.tag).sort()).toEqual([tag('tie1'), tag('tie2')].sort());
     expect((await listSessions(access, { limit: 2 })).map((r) => r.tag)).toEqual([tag('gone'), tag('garbled')]);
     // Each row names its principal by its tag, never by the digest; forgotten sessions have none.
     for (const row of all) {
