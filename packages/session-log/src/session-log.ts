@@ -508,8 +508,8 @@ export class SessionLog {
    */
   openReader(session: SessionRecord, stream: string): StreamReader {
     assertStreamId(stream);
-    const tail = new LiveTail(this.#ctxOf(session.sessionId), session.sessionId, stream, undefined, createFollowStats());
     const ctx = this.#ctxOf(session.sessionId);
+    const tail = new LiveTail(ctx, session.sessionId, stream, undefined, createFollowStats());
     return {
       follow: (from, options = {}) => follow(ctx, session.sessionId, stream, session.epoch, from, options, { tail }),
       close: () => tail.close(),
