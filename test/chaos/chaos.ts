@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
-import { logLayout, namespaceNames, resolveConfig, SessionLog } from '@tether/session-log';
+import { decodeEventId } from '@tether/protocol';
+import { logLayout, namespaceNames, partitionOf, resolveConfig, SessionLog } from '@tether/session-log';
+import type { NatsServer } from '@tether/testing';
 import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
 import type { CheckResult, ToolNames, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
@@ -23,6 +25,8 @@ import type { PowerLossReport } from './power-loss.js';
 import { responseOf } from './log-tap.js';
 import type { LogRecord } from './log-tap.js';
 import { RawClient } from './raw-client.js';
+import { describeForensics, replicaForensics } from './replica-forensics.js';
+import type { StreamForensics } from './replica-forensics.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
@@ -99,6 +103,8 @@ export interface ChaosReport {
   readonly logAnomalies: { readonly total: number; readonly byKind: Readonly<Record<string, number>>; readonly examples: readonly Violation[] };
   /** The `nats_power_loss` accounting: acknowledged events lost, and how each ended for its clients. */
   readonly powerLoss: PowerLossReport;
+  /** Where a client held an event the log does not: each replica's state and copy of those positions (`replica-forensics.ts`). */
+  readonly replicaForensics: readonly StreamForensics[];
   /** The two-writer scan of every stream in the log. */
   readonly writers: WriterScan;
   /** Requests still open when the run's hard stop aborted them (client, request, what it had got). */
@@ -222,6 +228,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged: tap.purged, lost, tools, hardStopAt });
     const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed);
     const counts = tally(result);
+    const forensics = await readReplicas(stack.cluster.servers, streamNames, result.violations, tap.streams, say);
     if (options.dumpPath !== undefined) {
       await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: tap.purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
       say(`dump written to ${options.dumpPath}`);
@@ -288,6 +295,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       cursorLosses: result.cursorLosses,
       logAnomalies: { total: result.logAnomalies.length, byKind: counts.logAnomalies, examples: result.logAnomalies.slice(0, EXAMPLES) },
       powerLoss,
+      replicaForensics: forensics,
       openAtHardStop,
       writers: result.writers,
       tasks,
@@ -300,6 +308,40 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await tap.stop(1_000).catch(() => undefined);
     await stack.teardown();
     await taskPart?.close();
+  }
+}
+
+/**
+ * Each replica's copy where clients held events the log does not
+ * (`not_in_log`): the positions they held, and the positions of the same
+ * stream's events around them, read on every node before the teardown.
+ */
+async function readReplicas(
+  servers: readonly NatsServer[],
+  streamNames: readonly string[],
+  violations: readonly Violation[],
+  log: ReadonlyMap<string, readonly LogRecord[]>,
+  say: (line: string) => void,
+): Promise<StreamForensics[]> {
+  const positions = new Map<string, number[]>();
+  for (const v of violations) {
+    if (v.kind !== 'not_in_log' || v.eventId === undefined) continue;
+    const id = decodeEventId(v.eventId);
+    if (!id.ok) continue;
+    const stream = streamNames[partitionOf(v.session, streamNames.length)]!;
+    const list = positions.get(stream) ?? [];
+    if (list.length === 0) positions.set(stream, list);
+    list.push(id.value.pos);
+    for (const r of log.get(`${v.session}/${v.stream}`) ?? []) if (Math.abs(r.pos - id.value.pos) <= 200) list.push(r.pos);
+  }
+  if (positions.size === 0) return [];
+  try {
+    const found = await replicaForensics(servers, positions);
+    for (const line of describeForensics(found)) say(line);
+    return found;
+  } catch (err) {
+    say(`replica forensics failed: ${(err as Error).message}`);
+    return [];
   }
 }
 

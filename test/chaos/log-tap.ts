@@ -362,10 +362,14 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       const r = { from: mark.fromPos, to: mark.lastPos, reread: new Map<number, Held>(), started: false, reached: false };
       resync = r;
       rebuildFrom = mark.fromPos;
-      try {
-        account.lastPosAfterRestart = (await jsm.streams.info(streamName)).state.last_seq;
-      } catch {
-        // Unknown: the account says so.
+      // Right after a restart a partition stream has no leader yet and its info fails: asked
+      // again until one answers (on 8 partitions every first ask failed, finding 14).
+      while (account.lastPosAfterRestart === undefined && Date.now() < until && !stopped) {
+        try {
+          account.lastPosAfterRestart = (await jsm.streams.info(streamName)).state.last_seq;
+        } catch {
+          await sleep(250);
+        }
       }
       // The window is read in batch direct gets at once (the consumer re-read alone left most
       // of a large window uncompared within the timeout); the consumer's copy fills what they missed.
