@@ -1,5 +1,7 @@
 /**
  * `npm start`: brings up Tether's local stack and says what is running.
+ * scripts/start.sh runs it on Node 24 (fetched into .tether/node24/ when the
+ * machine's node is another), and every process it starts on the same binary.
  *
  * - NATS: the one at TETHER_NATS_URL, or else an embedded nats-server child
  *   process with JetStream and its data under `.tether/nats` (or
@@ -57,6 +59,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop(0));
 
   try {
+    say(`node        ${process.version}  (${process.execPath}; the gateways and the session-log service run on it too)`);
     let natsUrl = process.env.TETHER_NATS_URL ?? '';
     if (natsUrl === '') {
       const storeDir = resolve(process.env.TETHER_DATA_DIR ?? '.tether', 'nats');
