@@ -30,6 +30,8 @@ import type { StreamForensics } from './replica-forensics.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
+import type { HostNetwork } from './net/hosts.js';
+import { createPlacement } from './net/placement.js';
 import { TaskPart } from './task-run.js';
 import type { TaskReport, TasksSkipped } from './task-checker.js';
 import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
@@ -74,6 +76,12 @@ export interface ChaosOptions {
    * partition. Default 1: the unpartitioned log.
    */
   readonly logPartitions?: number;
+  /**
+   * `--net hosts`: the host network this process runs in (its `clients`
+   * host; `run.ts` builds it and removes it). Every other process goes in a
+   * host of its own (`net/placement.ts`). Default none: loopback, as before.
+   */
+  readonly net?: HostNetwork;
 }
 
 /** The SDK example's streaming tool and its result. */
@@ -139,8 +147,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName, logMode);
   // Before the gateways: their tool catalog reads the task upstream's tools.
   const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients! }) : undefined;
-  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, ${streamsText})`);
+  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, ${streamsText})${options.net === undefined ? '' : `, each in a host of its own (network ${options.net.runId}: ${options.net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')})`}`);
+  const placement = options.net === undefined ? undefined : await createPlacement(options.net, taskPart?.upstreamUrl, options.seed);
   const stack = await startChaosStack({
+    placement,
     taskUpstreamUrl: taskPart?.upstreamUrl,
     namespace,
     gatewayLogDir: options.gatewayLogDir,
@@ -150,6 +160,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     logPartitions,
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
   }).catch(async (err: unknown) => {
+    await placement?.close();
     await taskPart?.close();
     throw err;
   });
@@ -307,6 +318,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     faultStop.abort();
     await tap.stop(1_000).catch(() => undefined);
     await stack.teardown();
+    await placement?.close();
     await taskPart?.close();
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_KINDS, DEFAULT_SELECTION, parseFaultSelection, partitionedRoles, planFaults } from './faults.js';
+import { NET_KINDS } from './net/net-faults.js';
 import { createRng } from '../shared/random.js';
 
 // The fault schedule's selection: `--faults` parsing, and every selected
@@ -18,6 +19,24 @@ describe('chaos faults: --faults', () => {
     expect(() => parseFaultSelection(' , ')).toThrow(/no fault kind/);
     expect(() => parseFaultSelection('upstream_restart', new Set(['upstream_restart']))).toThrow(/not available/);
     expect(parseFaultSelection('default', new Set(['upstream_restart'])).map((s) => s.kind)).not.toContain('upstream_restart');
+  });
+});
+
+describe('chaos faults: the network kinds (--net hosts)', () => {
+  it('need --net hosts: all leaves them out without it, takes them with it, naming one without it is refused', () => {
+    expect(parseFaultSelection('all').map((s) => s.kind)).not.toContain('net_latency');
+    expect(parseFaultSelection('all', new Set(), true).map((s) => s.kind)).toEqual([...parseFaultSelection('all').map((s) => s.kind), ...NET_KINDS]);
+    expect(() => parseFaultSelection('nats_node_isolated')).toThrow(/needs --net hosts/);
+    expect(parseFaultSelection('default,route_reset=2', new Set(), true).at(-1)).toEqual({ kind: 'route_reset', weight: 2 });
+  });
+
+  it('are planned within their bounds, every one in the first pass', () => {
+    const plan = planFaults(createRng(5), 1_000, 60_000, 2_000, parseFaultSelection(NET_KINDS.join(','), new Set(), true));
+    expect(new Set(plan.slice(0, NET_KINDS.length).map((f) => f.kind))).toEqual(new Set(NET_KINDS));
+    for (const f of plan) {
+      expect(f.downMs).toBeGreaterThanOrEqual(500);
+      expect(f.downMs).toBeLessThanOrEqual(15_000);
+    }
   });
 });
 

@@ -12,6 +12,7 @@ import type { NatsCluster } from '@tether/testing';
 import type { LogTap } from './log-tap.js';
 import type { PowerLossAccount } from './power-loss.js';
 import type { ChaosStack, UpstreamName } from './stack.js';
+import { executeNetFault, isNetKind, NET_KINDS } from './net/net-faults.js';
 import { sleep } from './util.js';
 import type { Rng } from '../shared/random.js';
 
@@ -28,6 +29,16 @@ export const FaultKind = {
   gatewayNatsCut: 'gateway_nats_cut',
   /** SIGSTOP of one NATS node, SIGCONT after a seeded time. */
   natsNodeStop: 'nats_node_stop',
+  // Only with `--net hosts` (net/net-faults.ts says what each does).
+  netLatency: 'net_latency',
+  linkLossDup: 'link_loss_dup',
+  natsNodeIsolated: 'nats_node_isolated',
+  gatewayNatsPartition: 'gateway_nats_partition',
+  gatewayUpstreamPartition: 'gateway_upstream_partition',
+  netAsymmetric: 'net_asymmetric',
+  partitionHealResume: 'partition_heal_resume',
+  linkStall: 'link_stall',
+  routeReset: 'route_reset',
 } as const;
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind];
 
@@ -46,6 +57,15 @@ export const DEFAULT_WEIGHTS: Readonly<Record<FaultKind, number>> = {
   nats_power_loss: 0.5,
   gateway_nats_cut: 2,
   nats_node_stop: 1,
+  net_latency: 1,
+  link_loss_dup: 1,
+  nats_node_isolated: 1,
+  gateway_nats_partition: 1,
+  gateway_upstream_partition: 1,
+  net_asymmetric: 1,
+  partition_heal_resume: 1,
+  link_stall: 1,
+  route_reset: 0.5,
 };
 
 /** The kinds of a run, with their weights, in schedule order. */
@@ -59,22 +79,26 @@ export const DEFAULT_SELECTION: FaultSelection = DEFAULT_KINDS.map((kind) => ({ 
  * keeps its last weight; weight 0 keeps it out of the random draws but in
  * the first pass. `unavailable` kinds (e.g. `upstream_restart` without
  * upstreams) are dropped from `default` and `all` and refused when named.
+ * The network kinds (`NET_KINDS`) need `net` (`--net hosts`): without it
+ * `all` leaves them out (it means what it did before they existed) and
+ * naming one is refused.
  *
  * @throws Error naming the bad part
  */
-export function parseFaultSelection(spec: string, unavailable: ReadonlySet<FaultKind> = new Set()): FaultSelection {
+export function parseFaultSelection(spec: string, unavailable: ReadonlySet<FaultKind> = new Set(), net = false): FaultSelection {
   const out = new Map<FaultKind, number>();
   const kinds = new Set<string>(Object.values(FaultKind));
   for (const part of spec.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
     const [name = '', weightText] = part.split('=');
     if (name === 'default' || name === 'all') {
       if (weightText !== undefined) throw new Error(`--faults: ${name} takes no weight`);
-      for (const kind of name === 'default' ? DEFAULT_KINDS : (Object.values(FaultKind) as FaultKind[])) if (!unavailable.has(kind)) out.set(kind, DEFAULT_WEIGHTS[kind]);
+      for (const kind of name === 'default' ? DEFAULT_KINDS : (Object.values(FaultKind) as FaultKind[])) if (!unavailable.has(kind) && (net || !isNetKind(kind))) out.set(kind, DEFAULT_WEIGHTS[kind]);
       continue;
     }
     if (!kinds.has(name)) throw new Error(`--faults: unknown fault kind ${JSON.stringify(name)}; kinds: ${[...kinds].join(', ')}, or default, all`);
     const kind = name as FaultKind;
     if (unavailable.has(kind)) throw new Error(`--faults: ${kind} is not available with this target`);
+    if (!net && isNetKind(kind)) throw new Error(`--faults: ${kind} needs --net hosts (network faults between hosts; kinds: ${NET_KINDS.join(', ')})`);
     const weight = weightText === undefined ? DEFAULT_WEIGHTS[kind] : Number(weightText);
     if (!(Number.isFinite(weight) && weight >= 0 && weight <= 100)) throw new Error(`--faults: the weight of ${kind} must be a number from 0 to 100, got ${JSON.stringify(weightText)}`);
     out.set(kind, weight);
@@ -157,6 +181,22 @@ function downTime(rng: Rng, kind: FaultKind): number {
       return rng.int(1_000, 8_000);
     case 'nats_node_stop':
       return rng.int(1_000, 6_000);
+    case 'net_latency':
+      return rng.int(5_000, 15_000);
+    case 'link_loss_dup':
+    case 'nats_node_isolated':
+    case 'net_asymmetric':
+      return rng.int(2_000, 8_000);
+    case 'gateway_nats_partition':
+      // Like gateway_nats_cut: below and above --writer-silence.
+      return rng.int(1_000, 8_000);
+    case 'gateway_upstream_partition':
+    case 'partition_heal_resume':
+      return rng.int(2_000, 6_000);
+    case 'link_stall':
+      return rng.int(1_000, 5_000);
+    case 'route_reset':
+      return rng.int(500, 3_000);
     default:
       return 0;
   }
@@ -227,11 +267,21 @@ function lockOf(fault: PlannedFault, n: number): string {
     case 'gateway_sigkill':
     case 'gateway_sigterm_drain':
     case 'gateway_nats_cut':
+    case 'gateway_nats_partition':
+    case 'gateway_upstream_partition':
+    case 'partition_heal_resume':
       return 'gateway';
     case 'nats_node_kill':
     case 'nats_power_loss':
     case 'nats_node_stop':
+    case 'nats_node_isolated':
+    case 'net_asymmetric':
+    case 'link_stall':
+    case 'route_reset':
       return 'nats';
+    case 'net_latency':
+    case 'link_loss_dup':
+      return fault.kind;
     case 'upstream_restart':
       return `upstream-${fault.target % 2}`;
     default:
@@ -240,6 +290,12 @@ function lockOf(fault: PlannedFault, n: number): string {
 }
 
 async function execute(fault: PlannedFault, record: FaultRecord, { stack, clients, slowStreams, tap, taskRunner }: FaultTargets, signal: AbortSignal): Promise<void> {
+  if (isNetKind(fault.kind)) {
+    const done = await executeNetFault(fault.kind, fault.target, fault.downMs, stack, signal);
+    (record as { target: string }).target = done.target;
+    record.detail = done.detail;
+    return;
+  }
   switch (fault.kind) {
     case 'gateway_sigkill': {
       const runner = await taskRunner?.().catch(() => undefined);
@@ -392,8 +448,8 @@ async function logLeader(stack: ChaosStack, target: number): Promise<{ index: nu
 async function roleOf(cluster: NatsCluster, index: number, streamNames: readonly string[]): Promise<string> {
   const node = cluster.servers[index]!;
   try {
-    const varz = (await (await fetch(`http://127.0.0.1:${node.monitorPort}/varz`, { signal: AbortSignal.timeout(2_000) })).json()) as { server_name?: string };
-    const res = await fetch(`http://127.0.0.1:${node.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });
+    const varz = (await (await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(2_000) })).json()) as { server_name?: string };
+    const res = await fetch(`${monitorBase(node)}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });
     const jsz = (await res.json()) as {
       meta_cluster?: { leader?: string };
       account_details?: Array<{ stream_detail?: Array<{ name?: string; cluster?: { leader?: string } }> }>;
@@ -448,11 +504,16 @@ export function partitionedRoles(led: readonly string[], streamNames: readonly s
   return [...roles, ...others];
 }
 
+/** A node's monitor, on its client URL's host: `http://127.0.0.1:<port>` on loopback, its host's address with `--net hosts`. */
+export function monitorBase(node: { readonly url: string; readonly monitorPort: number }): string {
+  return `http://${new URL(node.url).hostname}:${node.monitorPort}`;
+}
+
 /** Index of the node leading the log stream, from any node's monitor port. */
 export async function streamLeaderIndex(cluster: NatsCluster, streamName: string): Promise<number | undefined> {
   for (const node of cluster.servers) {
     try {
-      const res = await fetch(`http://127.0.0.1:${node.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });
+      const res = await fetch(`${monitorBase(node)}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });
       const jsz = (await res.json()) as { account_details?: Array<{ stream_detail?: Array<{ name?: string; cluster?: { leader?: string } }> }> };
       for (const account of jsz.account_details ?? []) {
         for (const s of account.stream_detail ?? []) {
@@ -471,7 +532,7 @@ export async function streamLeaderIndex(cluster: NatsCluster, streamName: string
 async function indexOfServer(cluster: NatsCluster, serverName: string): Promise<number | undefined> {
   for (const [i, node] of cluster.servers.entries()) {
     try {
-      const res = await fetch(`http://127.0.0.1:${node.monitorPort}/varz`, { signal: AbortSignal.timeout(2_000) });
+      const res = await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(2_000) });
       if (((await res.json()) as { server_name?: string }).server_name === serverName) return i;
     } catch {
       // A node that does not answer is not the leader we are looking for.

@@ -13,6 +13,7 @@
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsServer } from '@tether/testing';
+import { monitorBase } from './faults.js';
 
 export interface ReplicaState {
   readonly node: string;
@@ -91,7 +92,7 @@ export async function replicaForensics(servers: readonly NatsServer[], positions
 async function readStates(server: NatsServer, node: string): Promise<Map<string, ReplicaState>> {
   const states = new Map<string, ReplicaState>();
   try {
-    const res = await fetch(`http://127.0.0.1:${server.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(3_000) });
+    const res = await fetch(`${monitorBase(server)}/jsz?streams=true`, { signal: AbortSignal.timeout(3_000) });
     const jsz = (await res.json()) as {
       account_details?: Array<{
         stream_detail?: Array<{

@@ -8,15 +8,23 @@
  * was found (2 on bad arguments or a harness failure). `--log`,
  * `--target`, `--sync` and `--faults` pick other configurations and fault
  * kinds (docs/reliability.md, "Configurations and the faults of issue 15"),
- * `--log-partitions` spreads the log over that many streams (issue 24);
- * without them a run is what it was before they existed. The nats-server is
+ * `--log-partitions` spreads the log over that many streams (issue 24),
+ * `--net hosts` puts every process in a network namespace of its own
+ * (issue 25: this process builds the network, runs the harness again
+ * inside its `clients` host, and removes the network when that ends or on
+ * a signal); without them a run is what it was before they existed. The nats-server is
  * the test kit's: NATS_SERVER_BIN, else `scripts/nats-server.sh current`,
  * never one older than 2.11.
  */
+import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { MAX_PARTITIONS } from '@tether/session-log';
 import { runChaos } from './chaos.js';
 import { DEFAULT_SELECTION, parseFaultSelection } from './faults.js';
+import { attachHostNetwork, cleanupLeftovers, createHostNetwork, missingPrerequisites } from './net/hosts.js';
+import type { HostNetwork, HostNetworkSpec } from './net/hosts.js';
+import { CLIENTS_HOST, hostsFor } from './net/placement.js';
 import type { FaultKind, FaultSelection } from './faults.js';
 import type { LogMode, SyncMode, TargetName } from './stack.js';
 import { formatSummary } from './summary.js';
@@ -24,7 +32,7 @@ import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--sync always] [--faults default,KIND[=W],…]
-                        [--task-clients 2] [--log-partitions 1]
+                        [--task-clients 2] [--log-partitions 1] [--net hosts|cleanup]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -48,16 +56,35 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  streams the log is spread over, 1 to ${MAX_PARTITIONS} (default 1: one stream); every process that opens
                  the log gets --log-partitions N (gateways with the log in-process, session-log services, SDK
                  instances), the checker reads every partition stream, NATS faults aim at partition streams' leaders
+  --net          hosts: every NATS node, gateway, session-log service and the upstreams in a Linux network namespace
+                 of its own (the clients, balancer and checker in one more), wired to a bridge in the run's own
+                 switch namespace (10.77.0.x); routes and links to NATS and the upstreams go through a TCP fault
+                 proxy in the dialing host; removed at the end and on SIGINT/SIGTERM. Needs root, ip (iproute2) and
+                 nft (apt-get install -y nftables); gateways only (not --target sdk-example). Adds the network
+                 fault kinds below to 'all'. cleanup: remove what runs killed with SIGKILL left (namespaces named
+                 tchaos-<run>-<host> whose run is gone, and the processes inside them), then exit
   --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
                  Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
                  gateway_sigkill gateway_sigterm_drain nats_node_kill upstream_restart connection_cut_all slow_client
                  nats_power_loss (every NATS node SIGKILLed at once, then restarted; lost acknowledged events counted)
                  gateway_nats_cut (one NATS client process cut off by its TCP proxy: frozen, or reset)
                  nats_node_stop (SIGSTOP of one NATS node, then SIGCONT)
+                 with --net hosts only (seeded, bounded, healed at the end; test/chaos/net/net-faults.ts):
+                 net_latency (1-5 ms with jitter on every proxied link, sometimes a bandwidth cap)
+                 link_loss_dup (nft loss and duplication on one gateway-node or node-node link)
+                 nats_node_isolated (a node partitioned from its peers and one gateway, reachable by the others)
+                 gateway_nats_partition (a gateway cut from every node; clients and upstreams still reach it)
+                 gateway_upstream_partition (a gateway cut from the upstreams' host)
+                 net_asymmetric (one way: a node's packets dropped at its peers, or a gateway's at every node)
+                 partition_heal_resume (a gateway cut from NATS; every client connection cut just before it heals)
+                 link_stall (one-way stall in the link proxies: a node's routes, or a gateway's NATS links)
+                 route_reset (a node's route connections reset, new ones refused for a while)
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions'];
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions', 'net'];
+/** Set (to the network's JSON) in the harness that `--net hosts` starts inside the clients host. */
+const NET_ENV = 'TETHER_CHAOS_NET';
 
 function parseArgs(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -91,6 +118,7 @@ async function main(): Promise<number> {
   let faults: FaultSelection;
   let taskClients: number;
   let logPartitions: number;
+  let netMode: 'hosts' | undefined;
   try {
     args = parseArgs(process.argv.slice(2));
     durationMs = parseDuration(args['duration'] ?? '60s');
@@ -112,8 +140,12 @@ async function main(): Promise<number> {
     if (target === 'sdk-example' && log === 'grpc') throw new Error('--log grpc needs --target gateway: the SDK example holds its log in-process');
     sync = args['sync'] === undefined ? 'default' : (args['sync'] as SyncMode);
     if (sync !== 'always' && sync !== 'default') throw new Error(`--sync must be always (or default), got ${args['sync']}`);
+    if (args['net'] !== undefined && args['net'] !== 'hosts' && args['net'] !== 'cleanup') throw new Error(`--net must be hosts or cleanup, got ${args['net']}`);
+    if (args['net'] === 'cleanup') return await cleanup();
+    netMode = args['net'] === 'hosts' ? 'hosts' : undefined;
+    if (netMode === 'hosts' && target === 'sdk-example') throw new Error('--net hosts runs the gateways only (not yet --target sdk-example)');
     const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart'] : []);
-    faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable);
+    faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable, netMode === 'hosts');
   } catch (err) {
     process.stderr.write(`chaos: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
@@ -136,8 +168,15 @@ async function main(): Promise<number> {
     }
     load.cutChance = p;
   }
+  let net: HostNetwork | undefined;
+  if (netMode === 'hosts') {
+    const spec = process.env[NET_ENV];
+    if (spec === undefined) return runInHosts(log === 'grpc');
+    net = attachHostNetwork(JSON.parse(spec) as HostNetworkSpec);
+  }
   const command = `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim();
   const report = await runChaos({
+    ...(net === undefined ? {} : { net }),
     durationMs,
     clients,
     seed,
@@ -161,6 +200,64 @@ async function main(): Promise<number> {
   }
   const taskViolations = 'skipped' in report.tasks ? 0 : report.tasks.violations.total;
   return report.silentViolations.total > 0 || taskViolations > 0 ? 1 : 0;
+}
+
+/**
+ * `--net hosts`, first half: build the network (every host the run needs),
+ * run this same command again inside its `clients` host, and remove the
+ * network when that exits, or on SIGINT/SIGTERM (the network's own hook).
+ * Returns the inner run's exit code.
+ */
+async function runInHosts(grpc: boolean): Promise<number> {
+  const missing = missingPrerequisites(true);
+  if (missing.length > 0) {
+    process.stderr.write(`chaos: --net hosts cannot run here: ${missing.join('; ')}\n`);
+    return 2;
+  }
+  const { hosts, octets } = hostsFor(['gw1', 'gw2', 'gw3'], grpc ? ['log1', 'log2'] : []);
+  let net: HostNetwork;
+  try {
+    net = await createHostNetwork({ hosts, octets });
+  } catch (err) {
+    process.stderr.write(`chaos: could not build the host network: ${(err as Error).message}\n`);
+    return 2;
+  }
+  process.stdout.write(`network ${net.runId}: ${net.hosts.length} hosts in namespaces ${net.switchNetns.replace(/-sw$/, '-*')} (switch ${net.switchNetns})\n`);
+  const spec: HostNetworkSpec = { runId: net.runId, switchNetns: net.switchNetns, hosts: net.hosts };
+  const self = fileURLToPath(import.meta.url);
+  const inner = net.wrap(CLIENTS_HOST, process.execPath, [...process.execArgv, self, ...process.argv.slice(2)]);
+  const code = await new Promise<number>((resolve) => {
+    const child = spawn(inner.command, inner.args, { stdio: 'inherit', env: { ...process.env, [NET_ENV]: JSON.stringify(spec) } });
+    child.once('error', (err) => {
+      process.stderr.write(`chaos: could not start the harness in host ${CLIENTS_HOST}: ${err.message}\n`);
+      resolve(2);
+    });
+    child.once('exit', (c, signal) => resolve(c ?? (signal === null ? 2 : 128 + 2)));
+  });
+  const removed = await net.destroy();
+  process.stdout.write(
+    `network ${net.runId} removed: ${removed.removed.length} namespaces${removed.killed.length === 0 ? '' : `, ${removed.killed.length} processes still inside SIGKILLed (${removed.killed.join('; ')})`}${removed.failed.length === 0 ? '' : `; NOT removed: ${removed.failed.join('; ')} (npm run chaos -- --net cleanup)`}\n`,
+  );
+  return removed.failed.length === 0 ? code : Math.max(code, 2);
+}
+
+/** `--net cleanup`: what runs killed with SIGKILL left behind. */
+async function cleanup(): Promise<number> {
+  const missing = missingPrerequisites(false);
+  if (missing.length > 0) {
+    process.stderr.write(`chaos: --net cleanup cannot run here: ${missing.join('; ')}\n`);
+    return 2;
+  }
+  const report = await cleanupLeftovers();
+  process.stdout.write(
+    [
+      `removed ${report.removed.length} namespaces${report.removed.length === 0 ? '' : `: ${report.removed.join(', ')}`}`,
+      ...(report.killed.length === 0 ? [] : [`SIGKILLed ${report.killed.length} processes left inside them: ${report.killed.join('; ')}`]),
+      ...(report.live.length === 0 ? [] : [`left alone (their run is alive): ${report.live.join(', ')}`]),
+      ...(report.failed.length === 0 ? [] : [`FAILED: ${report.failed.join('; ')}`]),
+    ].join('\n') + '\n',
+  );
+  return report.failed.length === 0 ? 0 : 2;
 }
 
 main().then(

@@ -40,6 +40,7 @@ import { Routes } from './client-context.js';
 import { startNatsProxy } from './nats-proxy.js';
 import { TASK_ROUTE } from './task-client.js';
 import type { NatsProxy } from './nats-proxy.js';
+import type { NetHandles, Placement } from './net/placement.js';
 import { sleep } from './util.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -101,6 +102,13 @@ export interface ChaosStackOptions {
    * flags as before.
    */
   readonly taskUpstreamUrl?: string | undefined;
+  /**
+   * `--net hosts` (`net/placement.ts`): every process in a host of its own,
+   * the cluster in three, every link from a process to NATS or an upstream
+   * through its host's link proxy (so `gateway_nats_cut` always has one).
+   * Default none: everything on loopback, as before.
+   */
+  readonly placement?: Placement | undefined;
 }
 
 /** What the stack runs, for the report. */
@@ -115,6 +123,8 @@ export interface StackConfig {
   readonly instances: number;
   readonly logServices: number;
   readonly natsProxies: boolean;
+  /** `hosts` with `--net hosts`; absent otherwise. */
+  readonly net?: 'hosts';
 }
 
 export interface ChaosStack {
@@ -133,6 +143,8 @@ export interface ChaosStack {
   readonly logServices: readonly ServiceProcess[];
   /** Processes reaching NATS through a proxy (with `natsProxies`); empty otherwise. */
   readonly natsClients: readonly NatsClientSlot[];
+  /** With `--net hosts`: the network, its nft faults and link proxies. */
+  readonly net: NetHandles | undefined;
   /** SIGKILL (the balancer first stops sending it requests, as a health check would). */
   killGateway(slot: number): Promise<void>;
   /** SIGTERM: the gateway drains (ends client streams with a retry hint, releases its streams) and exits. */
@@ -162,7 +174,14 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
   const streamNames = logLayout(resolveConfig({ namespace: options.namespace, partitions: logPartitions })).partitions.map((p) => p.streamName);
   /** `--log-partitions N` for a process that opens the log; none for N = 1, so such a run starts every process as before. */
   const partitionFlags = logPartitions === 1 ? [] : ['--log-partitions', String(logPartitions)];
-  const cluster = await startNatsCluster({
+  const placement = options.placement;
+  /** A node process in its host (`--net hosts`), or here. */
+  const spawnIn = (host: string, args: string[]): { command: string; args: string[] } => (placement === undefined ? { command: process.execPath, args } : placement.wrap(host, process.execPath, args));
+  /** The address a process in `host` listens on and is reached at. */
+  const addressOf = (host: string): string => placement?.address(host) ?? '127.0.0.1';
+  const hostFlag = (host: string): string[] => (placement === undefined ? [] : ['--host', addressOf(host)]);
+  const configLines = sync === 'always' ? ['jetstream { sync_interval: always }'] : [];
+  const cluster = placement !== undefined ? await placement.startCluster(natsBin, configLines) : await startNatsCluster({
     size: 3,
     bin: natsBin,
     readyTimeoutMs: 30_000,
@@ -181,6 +200,11 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const natsClients: NatsClientSlot[] = [];
     /** The NATS URLs a process named `name` gets: the cluster's, or its own proxy's. */
     const natsUrlsFor = async (name: string): Promise<string> => {
+      if (placement !== undefined) {
+        const { natsUrls, proxy } = await placement.prepareHost(name, false);
+        if (!natsClients.some((c) => c.name === name)) natsClients.push({ name, proxy });
+        return natsUrls;
+      }
       if (!natsProxies) return cluster.urls.join(',');
       const proxy = await startNatsProxy(cluster.servers.map((s) => s.port));
       proxies.push(proxy);
@@ -195,13 +219,14 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const startUpstream = async (name: UpstreamName, port: number): Promise<ServiceProcess> => {
       const proc = await startServiceProcess({
         name: `upstream-${name}`,
-        command: process.execPath,
-        args: ['--import', 'tsx', UPSTREAM_MAIN, '--port', String(port), ...(name === 'store' ? ['--event-store'] : [])],
+        ...spawnIn('up', ['--import', 'tsx', UPSTREAM_MAIN, '--port', String(port), ...(name === 'store' ? ['--event-store'] : [])]),
         cwd: ROOT,
         readyLine: (json) => json.msg === 'listening',
         readyTimeoutMs: 30_000,
       });
       started.push(proc);
+      // --net hosts: the upstream listens on its host's loopback; the host forwards its address's port to it.
+      await placement?.exposeUpstream(name, proc.port!);
       return proc;
     };
     if (target === 'gateway') {
@@ -220,12 +245,12 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         const urls = await natsUrlsFor(name);
         const proc = await startServiceProcess({
           name,
-          command: process.execPath,
-          args: [
+          ...spawnIn(name, [
             SESSION_LOG_MAIN,
+            ...hostFlag(name),
             ...['--port', '0', '--nats', urls, '--log-replicas', '3', '--namespace', options.namespace, ...partitionFlags],
             ...['--token', `${LOG_TOKEN.name}:${LOG_TOKEN.secret}`, '--instance-id', name],
-          ],
+          ]),
           cwd: ROOT,
           readyLine: (json) => json.msg === 'listening',
           readyTimeoutMs: 30_000,
@@ -240,6 +265,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const gateways: GatewaySlot[] = Array.from({ length: INSTANCES }, (_, slot) => ({ slot, name: `${prefix}${slot + 1}`, generation: 0, process: undefined, origin: undefined }));
     // Each slot keeps its NATS URLs (its proxy) across restarts.
     const slotNats = new Map<number, string>();
+    // --net hosts: each gateway's host proxy carries its links to NATS and to the upstreams (any log mode).
+    if (placement !== undefined) for (const slot of gateways) await placement.prepareHost(slot.name, true);
     if (!(target === 'gateway' && logMode === 'grpc')) for (const slot of gateways) slotNats.set(slot.slot, await natsUrlsFor(slot.name));
     const argsFor = (slot: GatewaySlot, instance: string): string[] => {
       if (target === 'sdk-example') {
@@ -252,10 +279,11 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       }
       const logFlags =
         logMode === 'grpc'
-          ? ['--log', `grpc://127.0.0.1:${logServices[slot.slot % logServices.length]!.port}`, '--log-token', LOG_TOKEN.secret]
+          ? ['--log', `grpc://${addressOf(`log${(slot.slot % logServices.length) + 1}`)}:${logServices[slot.slot % logServices.length]!.port}`, '--log-token', LOG_TOKEN.secret]
           : ['--nats', slotNats.get(slot.slot)!, '--log-replicas', '3', '--namespace', options.namespace, ...partitionFlags];
       return [
         GATEWAY_MAIN,
+        ...hostFlag(slot.name),
         ...['--port', '0', ...logFlags],
         ...['--upstream', upstreams!.store.url, '--route', `${Routes.plain}=${upstreams!.plain.url}`],
         ...(options.taskUpstreamUrl === undefined ? [] : ['--route', `${TASK_ROUTE}=${options.taskUpstreamUrl}`, '--task-retry', 'idempotent']),
@@ -267,8 +295,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       slot.generation += 1;
       const proc = await startServiceProcess({
         name: instance,
-        command: process.execPath,
-        args: argsFor(slot, instance),
+        ...spawnIn(slot.name, argsFor(slot, instance)),
         cwd: ROOT,
         ...(target === 'sdk-example' ? { env: { TETHER_CHAOS_LOG_REPLICAS: '3', TETHER_CHAOS_NAMESPACE: options.namespace } } : {}),
         readyLine: (json) => json.msg === 'listening',
@@ -277,7 +304,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       started.push(proc);
       tee(proc, instance);
       slot.process = proc;
-      slot.origin = `http://127.0.0.1:${proc.port}`;
+      slot.origin = `http://${addressOf(slot.name)}:${proc.port}`;
     };
     // One at a time: the first creates the log stream and buckets, the others verify them.
     for (const slot of gateways) await launch(slot);
@@ -286,7 +313,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const rotate = (): void => proxy.setTargets(gateways.flatMap((g) => (g.origin === undefined ? [] : [g.origin])));
 
     return {
-      config: { target, log: logMode, natsBin, natsVersion, sync, logPartitions, instances: INSTANCES, logServices: logServices.length, natsProxies },
+      config: { target, log: logMode, natsBin, natsVersion, sync, logPartitions, instances: INSTANCES, logServices: logServices.length, natsProxies, ...(placement === undefined ? {} : { net: 'hosts' as const }) },
       cluster,
       streamNames,
       proxy,
@@ -295,6 +322,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       gateways,
       logServices,
       natsClients,
+      net: placement?.handles(),
       async killGateway(i) {
         const slot = gateways[i]!;
         if (slot.origin !== undefined) proxy.markDown(slot.origin);

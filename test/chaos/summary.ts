@@ -15,7 +15,7 @@ export function formatSummary(report: ChaosReport, command: string): string {
   lines.push(`run: ${report.durationMs / 1000}s of load, ${(report.wallMs / 1000).toFixed(1)}s wall, ${report.clients.raw} raw SSE clients + ${report.clients.sdk} SDK clients with the resume guard, seed ${report.seed}`);
   const c = report.config;
   const behind = c.target === 'sdk-example' ? `${c.instances} tether-sdk-example processes` : `${c.instances} gateways, log ${c.log === 'grpc' ? `over gRPC (--log grpc://, ${c.logServices} session-log services)` : 'in-process on NATS'}`;
-  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, ${c.logPartitions === 1 ? 'the log on one stream' : `the log on ${c.logPartitions} partitions (--log-partitions)`}, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}`);
+  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, ${c.logPartitions === 1 ? 'the log on one stream' : `the log on ${c.logPartitions} partitions (--log-partitions)`}, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}${c.net === 'hosts' ? ', every process in a network namespace of its own (--net hosts)' : ''}`);
   lines.push(`fault kinds (weight): ${c.faults.map((f) => `${f.kind} (${f.weight})`).join(', ')}`);
   lines.push('');
   lines.push(`streams:             ${report.streams.total}`);

@@ -226,6 +226,20 @@ export function attachHostNetwork(spec: HostNetworkSpec): HostNetwork {
   };
 }
 
+/** Children started inside hosts (nats-server, link proxies): SIGKILLed if this process exits first. One exit listener for all. */
+const exitKills = new Set<{ kill(signal: NodeJS.Signals): boolean }>();
+let exitHooked = false;
+export function killOnExit(child: { kill(signal: NodeJS.Signals): boolean; once(event: 'exit', fn: () => void): unknown }): void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.once('exit', () => {
+      for (const c of exitKills) c.kill('SIGKILL');
+    });
+  }
+  exitKills.add(child);
+  child.once('exit', () => exitKills.delete(child));
+}
+
 /** The namespaces listed now (`ip netns list`), names only. */
 export function listNetns(): string[] {
   try {
