@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNatsServerBinary } from '@tether/testing';
-import { cleanupLeftovers, createHostNetwork, listNetns, missingPrerequisites } from './hosts.js';
+import { cleanupLeftovers, createHostNetwork, listNetns, missingPrerequisites, scratchDirOf } from './hosts.js';
 import type { HostNetwork } from './hosts.js';
 import { createNetFaults } from './nft.js';
 import type { NetFaults } from './nft.js';
@@ -106,6 +107,7 @@ describe.skipIf(missing.length > 0)(`chaos host network: namespaces, a bridge, n
     expect(report.failed).toEqual([]);
     expect(report.removed).toHaveLength(4);
     expect(listNetns().filter((n) => n.includes(net.runId))).toEqual([]);
+    expect(existsSync(scratchDirOf(net.runId))).toBe(false);
   });
 
   it('a SIGTERMed run removes its network; a SIGKILLed run leaves one that cleanupLeftovers removes', async () => {

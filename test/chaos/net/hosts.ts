@@ -23,6 +23,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** Every namespace a run creates starts with this. */
@@ -77,6 +78,14 @@ export interface HostNetworkSpec {
   readonly runId: string;
   readonly switchNetns: string;
   readonly hosts: readonly Host[];
+}
+
+/**
+ * A directory for the run's files (the NATS nodes' stores), removed with
+ * the network, also on a signal and by {@link cleanupLeftovers}.
+ */
+export function scratchDirOf(runId: string): string {
+  return join(tmpdir(), `tether-chaos-net-${runId}`);
 }
 
 export interface HostNetwork extends HostNetworkSpec {
@@ -160,13 +169,16 @@ export async function createHostNetwork(options: HostNetworkOptions): Promise<Ho
   const byName = new Map(hosts.map((h) => [h.name, h]));
   const all = [switchNetns, ...hosts.map((h) => h.netns)];
   writeState(runId, all);
+  mkdirSync(scratchDirOf(runId), { recursive: true });
 
   let destroying: Promise<DestroyReport> | undefined;
   const unhook = options.hookSignals === false ? () => undefined : hookSignals(() => destroySync(runId, all));
   const destroy = (): Promise<DestroyReport> => {
     destroying ??= (async () => {
+      // Hooked until the end: a signal while this runs (a second Ctrl-C, tsx relaying one) still removes everything.
+      const report = await destroyAll(runId, all);
       unhook();
-      return destroyAll(runId, all);
+      return report;
     })();
     return destroying;
   };
@@ -271,6 +283,7 @@ async function destroyAll(runId: string, all: readonly string[]): Promise<Destro
   const left = new Set(listNetns());
   for (const netns of all) if (left.has(netns) && !failed.some((f) => f.startsWith(`${netns}:`))) failed.push(`${netns}: still listed`);
   if (failed.length === 0) rmSync(join(STATE_DIR, `${runId}.json`), { force: true });
+  rmSync(scratchDirOf(runId), { recursive: true, force: true, maxRetries: 3 });
   return { removed, killed, failed };
 }
 
@@ -288,6 +301,7 @@ function destroySync(runId: string, all: readonly string[]): void {
   }
   try {
     rmSync(join(STATE_DIR, `${runId}.json`), { force: true });
+    rmSync(scratchDirOf(runId), { recursive: true, force: true, maxRetries: 3 });
   } catch {
     // nothing to do
   }

@@ -16,13 +16,12 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { natsServerVersion } from '@tether/testing';
 import type { NatsCluster, NatsServer } from '@tether/testing';
-import { killOnExit } from './hosts.js';
+import { killOnExit, scratchDirOf } from './hosts.js';
 import type { HostNetwork } from './hosts.js';
 import { startHostLinkProxy } from './link-proxy-host.js';
 import type { HostLinkProxy } from './link-proxy-host.js';
@@ -56,7 +55,9 @@ export async function startHostsCluster(opts: HostsClusterOptions): Promise<Host
   const { net, hosts, bin } = opts;
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
   const clusterName = `tether-hosts-${randomBytes(4).toString('hex')}`;
-  const baseDir = await mkdtemp(join(tmpdir(), 'tether-nats-hosts-'));
+  // In the network's scratch dir: removed with the network even when this process is SIGKILLed.
+  await mkdir(scratchDirOf(net.runId), { recursive: true });
+  const baseDir = await mkdtemp(join(scratchDirOf(net.runId), 'nats-'));
   const routeProxies = new Map<string, HostLinkProxy>();
   const nodes: HostNode[] = [];
   const cleanup = async (): Promise<void> => {
