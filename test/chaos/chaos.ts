@@ -20,7 +20,7 @@ import type { ClientContext, LoadShape, RouteName } from './client-context.js';
 import { DEFAULT_SELECTION, planFaults, runFaults } from './faults.js';
 import type { FaultRecord, FaultSelection } from './faults.js';
 import { startLogTap } from './log-tap.js';
-import { isPurged, powerLossReport } from './power-loss.js';
+import { absentReadAt, isPurged, powerLossReport, unheldGone } from './power-loss.js';
 import type { PowerLossReport } from './power-loss.js';
 import { responseOf } from './log-tap.js';
 import type { LogRecord } from './log-tap.js';
@@ -122,7 +122,7 @@ export interface ChaosReport {
   /** Per proxied NATS client process (`gateway_nats_cut`): connections and resets through its proxy. */
   readonly natsProxies: Readonly<Record<string, { connections: number; resets: number; refused: number }>>;
   /** `tapMessagesByPartition`: what the tap read from each partition stream (one entry on an unpartitioned log). */
-  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapMessagesByPartition: readonly number[]; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number };
+  readonly verification: CheckResult['verification'] & { readonly tapMessages: number; readonly tapMessagesByPartition: readonly number[]; readonly tapRebuilds: number; readonly tapHolesFilled: number; readonly tapHolesPurged: number; readonly tapReplicaMismatches: number; readonly tapAbsentFoundLater: number };
 }
 
 const EXAMPLES = 40;
@@ -223,25 +223,35 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await sleep(1_000);
     await tap.stop();
 
-    const lostSessions = new Set(tap.losses.flatMap((a) => a.lost.map((l) => l.key.split('/')[0] ?? '')));
+    // Delivered events at positions a loss's re-read found empty that the tap never held (written and served
+    // while the nodes came back): judged like the tap's own lost events, purged or lost (finding 14).
+    const tapHolds = Array.from({ length: logPartitions }, () => new Set<number>());
+    for (const [key, list] of tap.streams) for (const r of list) tapHolds[partitionOf(key.split('/')[0] ?? '', logPartitions)]!.add(r.pos);
+    const unheld = unheldGone(tap.losses, recorder.exchanges, (session) => partitionOf(session, logPartitions), (partition, pos) => tapHolds[partition]!.has(pos));
+    const lostSessions = new Set([...tap.losses.flatMap((a) => a.lost.map((l) => l.key.split('/')[0] ?? '')), ...unheld.map((u) => u.key.split('/')[0] ?? '')]);
     const { pages, closed } = await readPages(stack.cluster.urls, namespace, logPartitions, recorder, options.readPageBudgetMs ?? 30_000, say, lostSessions);
     // What a power loss took (not what a session close purged): out of the tap's copy, and a client
     // that had one is judged by what it did next. Per partition: each numbers its own positions.
     const lost = Array.from({ length: logPartitions }, () => new Map<number, LogRecord>());
+    const purged = tap.purged.map((positions) => new Set(positions));
     for (const account of tap.losses) {
       for (const l of account.lost) {
-        if (isPurged(l, closed, account.checkedAt)) continue;
+        if (isPurged(l, closed, absentReadAt(account, l.record.pos))) continue;
         if (l.how === 'absent') tap.drop(l.key, l.record);
         lost[account.partition]!.set(l.record.pos, l.record);
       }
     }
+    for (const u of unheld) {
+      if (isPurged({ key: u.key, record: u.record, how: 'absent' }, closed, u.readAt)) purged[u.partition]!.add(u.record.pos);
+      else lost[u.partition]!.set(u.record.pos, u.record);
+    }
     const tools = targetName === 'sdk-example' ? SDK_EXAMPLE_TOOLS : UPSTREAM_TOOLS;
-    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged: tap.purged, lost, tools, hardStopAt });
-    const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed);
+    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged, lost, tools, hardStopAt });
+    const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed, unheld);
     const counts = tally(result);
     const forensics = await readReplicas(stack.cluster.servers, streamNames, result.violations, tap.streams, say);
     if (options.dumpPath !== undefined) {
-      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: tap.purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
+      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
       say(`dump written to ${options.dumpPath}`);
     }
 
@@ -311,7 +321,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       writers: result.writers,
       tasks,
       natsProxies,
-      verification: { ...result.verification, tapMessages: tap.stats.messages, tapMessagesByPartition: tap.byPartition.map((s) => s.messages), tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches },
+      verification: { ...result.verification, tapMessages: tap.stats.messages, tapMessagesByPartition: tap.byPartition.map((s) => s.messages), tapRebuilds: tap.stats.rebuilds, tapHolesFilled: tap.stats.holesFilled, tapHolesPurged: tap.stats.holesPurged, tapReplicaMismatches: tap.stats.replicaMismatches, tapAbsentFoundLater: tap.stats.absentFoundLater },
     };
   } finally {
     hardStop.abort();

@@ -21,7 +21,7 @@
  * streams' keys never collide; positions do, and stay per partition.
  */
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { LogHeader } from '@tether/protocol';
@@ -57,6 +57,8 @@ export interface TapStats {
   holesPurged: number;
   leaderCopies: number;
   replicaMismatches: number;
+  /** Positions a power loss's re-read found empty that the stream's leader held when the tap stopped (a replica still recovering answered the re-read). */
+  absentFoundLater: number;
 }
 
 /** The tap of one partition stream (the whole log when it has one). */
@@ -164,7 +166,7 @@ export async function startLogTap(servers: readonly string[], streamNames: reado
       return merged;
     },
     get stats() {
-      const sum: TapStats = { messages: 0, rebuilds: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0 };
+      const sum: TapStats = { messages: 0, rebuilds: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0, absentFoundLater: 0 };
       for (const { stats } of taps) for (const name of Object.keys(sum) as Array<keyof TapStats>) sum[name] += stats[name];
       return sum;
     },
@@ -200,7 +202,7 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
   const jsm: JetStreamManager = await jetstreamManager(nc, { timeout: 5_000 });
   const js = jetstream(nc, { timeout: 5_000 });
   const streams = new Map<string, LogRecord[]>();
-  const stats = { messages: 0, rebuilds: 0, lastPos: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0 };
+  const stats = { messages: 0, rebuilds: 0, lastPos: 0, holesFilled: 0, holesPurged: 0, leaderCopies: 0, replicaMismatches: 0, absentFoundLater: 0 };
   // `<prefix>.log.` (`<prefix>.log.<k>.` on a partitioned log): what precedes `<session>.<stream>`.
   const prefix = subjects.partitionLogWildcard(partition).slice(0, -1);
   // The leader's copy: `<session>/<stream>` → seq → record (pos = the leader's sequence).
@@ -283,6 +285,45 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
     push(key, toRecord(pos, headers, data));
   };
 
+  /**
+   * Every position a power loss's re-read found empty, asked of the stream's
+   * leader again once the run is over and every node has caught up. A batch
+   * direct get is answered by any replica, and one still recovering after
+   * the restart can lack what the log holds: such a position is in the log,
+   * so it leaves the account (a held event found again survived; one the tap
+   * never held joins its copy). What stays empty is judged by the report:
+   * purged by a close, or lost (finding 14).
+   */
+  const recheckAbsent = async (deadline: number): Promise<void> => {
+    const queue = losses.flatMap((account) => [...account.absentAt.keys()].map((pos) => ({ account, pos })));
+    const worker = async (): Promise<void> => {
+      for (let item = queue.pop(); item !== undefined && Date.now() < deadline; item = queue.pop()) {
+        const { account, pos } = item;
+        let msg: StoredMsg | null;
+        try {
+          msg = await jsm.streams.getMessage(streamName, { seq: pos });
+        } catch {
+          continue;
+        }
+        if (msg === null) continue;
+        account.absentAt.delete(pos);
+        stats.absentFoundLater += 1;
+        const now: Held = { key: keyOf(msg.subject), record: toRecord(msg.seq, msg.header, msg.data) };
+        const i = account.lost.findIndex((l) => l.how === 'absent' && l.record.pos === pos);
+        const was = i === -1 ? undefined : account.lost[i]!;
+        if (was !== undefined && was.key === now.key && was.record.seq === now.record.seq && was.record.digest === now.record.digest && was.record.epoch === now.record.epoch) {
+          account.lost.splice(i, 1);
+          account.survived += 1;
+        }
+        if (now.key !== undefined && !recorded.has(pos) && !streams.get(now.key)?.some((r) => r.pos === pos)) {
+          stats.messages += 1;
+          push(now.key, now.record);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, () => worker()));
+  };
+
   const loop = (async () => {
     while (!stopped) {
       let name: string | undefined;
@@ -355,7 +396,7 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       const held = new Map<number, Held>();
       for (const [key, list] of streams) for (const r of list) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos) held.set(r.pos, { key, record: r });
       for (const [key, bySeq] of leader) for (const r of bySeq.values()) if (r.pos >= mark.fromPos && r.pos <= mark.lastPos && !held.has(r.pos)) held.set(r.pos, { key, record: r });
-      const account: PowerLossAccount = { partition, mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined, checkedAt: undefined };
+      const account: PowerLossAccount = { partition, mark, acked: 0, survived: 0, lost: [], unchecked: 0, lastPosAfterRestart: undefined, checkedAt: undefined, absentAt: new Map() };
       for (const h of held.values()) if (h.key !== undefined) account.acked += 1;
       losses.push(account);
       if (mark.lastPos < mark.fromPos) return account;
@@ -373,7 +414,8 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       }
       // The window is read in batch direct gets at once (the consumer re-read alone left most
       // of a large window uncompared within the timeout); the consumer's copy fills what they missed.
-      const batched = await readWindowInBatches(jsm, streamName, keyOf, mark.fromPos, mark.lastPos, until);
+      const readAt = new Map<number, number>();
+      const batched = await readWindowInBatches(jsm, streamName, keyOf, mark.fromPos, mark.lastPos, until, readAt);
       const unread = [...held.keys()].filter((pos) => !batched.has(pos));
       while (!r.reached && Date.now() < until && !stopped && unread.some((pos) => !r.reread.has(pos))) await sleep(100);
       if (resync === r) resync = undefined;
@@ -386,11 +428,16 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
         try {
           const msg = await jsm.streams.getMessage(streamName, { seq: pos });
           found.set(pos, msg === null ? null : { key: keyOf(msg.subject), record: toRecord(msg.seq, msg.header, msg.data) });
+          readAt.set(pos, Date.now());
         } catch (err) {
-          if (/no message found|not found/i.test(String((err as Error).message))) found.set(pos, null);
+          if (/no message found|not found/i.test(String((err as Error).message))) {
+            found.set(pos, null);
+            readAt.set(pos, Date.now());
+          }
         }
       }
       account.checkedAt = Date.now();
+      for (const [pos, h] of found) if (h === null) account.absentAt.set(pos, readAt.get(pos) ?? account.checkedAt);
       const result = compareWindow(held, found);
       account.survived = result.survived;
       account.lost = result.lost;
@@ -409,6 +456,8 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       return account;
     },
     async stop(timeoutMs = 15_000) {
+      // Once: the harness stops the tap again on its way out, after the report.
+      if (stopped) return;
       const askedAt = Date.now();
       while (caughtUpAt <= askedAt && Date.now() < askedAt + timeoutMs) await sleep(100);
       stopped = true;
@@ -435,6 +484,7 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
         }
       }
       holes.length = 0;
+      await recheckAbsent(askedAt + timeoutMs * 3);
       liveSub.unsubscribe();
       // The same event (seq, chain link, bytes) at another position in the
       // replica than in the leader: the replica's numbering is off, the leader's wins.
@@ -464,7 +514,8 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
  * returned are asked again (another replica may answer). A position found
  * empty on a replica that lags would be counted lost: a loud error, never a
  * hidden loss. What the batches did not reach is left out of the map.
- * Exported for its test.
+ * `readAt`, when given, gets when each position's batch answered (a close
+ * before that explains an empty position). Exported for its test.
  */
 export async function readWindowInBatches(
   jsm: JetStreamManager,
@@ -473,6 +524,7 @@ export async function readWindowInBatches(
   from: number,
   to: number,
   until: number,
+  readAt?: Map<number, number>,
 ): Promise<Map<number, Held | null>> {
   const found = new Map<number, Held | null>();
   let next = from;
@@ -491,6 +543,7 @@ export async function readWindowInBatches(
     } catch {
       // No answer (a node still recovering): asked again, then left to the one-by-one reads.
     }
+    if (readAt !== undefined) for (let pos = next, at = Date.now(); pos <= last; pos += 1) readAt.set(pos, at);
     if (last < next) {
       fruitless += 1;
       await sleep(200);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StreamReport } from './checker.js';
 import type { LogRecord } from './log-tap.js';
-import { compareWindow, powerLossReport } from './power-loss.js';
+import { compareWindow, powerLossReport, unheldGone } from './power-loss.js';
 import type { Held, PowerLossAccount } from './power-loss.js';
 import type { Exchange } from './record.js';
 import { meaningOf } from './util.js';
@@ -68,6 +68,7 @@ describe('power loss: how each lost event ended', () => {
       unchecked: 0,
       lastPosAfterRestart: 10,
       checkedAt: 5_000,
+      absentAt: new Map(),
     };
     const exchanges = [
       exchange('raw1', [[id('a', 2, 11), 'y']]),
@@ -87,5 +88,45 @@ describe('power loss: how each lost event ended', () => {
     expect(powerLossReport([{ ...account, checkedAt: undefined }], exchanges, streams, closedAt)).toMatchObject({ lost: 6, purged: 0 });
     // A partitioned log: one account per partition, one power loss (one mark time).
     expect(powerLossReport([account, { ...account, partition: 1, acked: 0, survived: 0, lost: [] }], exchanges, streams, closedAt)).toMatchObject({ losses: 1, acked: 5 });
+    // A position read empty before its session's close was taken by the loss, whenever the re-check ended.
+    expect(powerLossReport([{ ...account, absentAt: new Map([[14, 3_000]]) }], exchanges, streams, closedAt)).toMatchObject({ lost: 6, purged: 0 });
+  });
+
+  it('events only clients held, at positions a re-read found empty: purged by an earlier close, else lost', () => {
+    const account: PowerLossAccount = {
+      partition: 1,
+      mark: { at: 0, lastPos: 30, fromPos: 20 },
+      acked: 1,
+      survived: 1,
+      lost: [],
+      unchecked: 0,
+      lastPosAfterRestart: 30,
+      checkedAt: 9_000,
+      absentAt: new Map([
+        [21, 5_000],
+        [22, 5_000],
+        [23, 5_000],
+      ]),
+    };
+    const exchanges = [
+      { ...exchange('raw1', [[id('a', 4, 21), 'd4'], [id('a', 5, 22), 'd5']]), sessionId: 's1' },
+      { ...exchange('raw2', [[id('b', 7, 23), 'd7']]), sessionId: 's2' },
+      // The tap holds position 25: not judged here.
+      { ...exchange('raw3', [[id('c', 1, 25), 'x']]), sessionId: 's3' },
+    ] as Exchange[];
+    const unheld = unheldGone([account], exchanges, () => 1, (partition, pos) => partition === 1 && pos === 25);
+    expect(unheld.map((u) => [u.key, u.record.pos, u.record.seq, u.record.digest, u.readAt])).toEqual([
+      ['s1/aaaaaaaa', 21, 4, 'd4', 5_000],
+      ['s1/aaaaaaaa', 22, 5, 'd5', 5_000],
+      ['s2/bbbbbbbb', 23, 7, 'd7', 5_000],
+    ]);
+    // Another partition's account names other positions.
+    expect(unheldGone([account], exchanges, () => 0, () => false)).toEqual([]);
+    // s1 closed before the read (purged), s2 after it (lost).
+    const streams = [stream('s1/aaaaaaaa', 'raw1', 'complete'), stream('s2/bbbbbbbb', 'raw2', 'explicit', 'refused 404 ahead')];
+    const r = powerLossReport([account], exchanges, streams, new Map([['s1', 4_000], ['s2', 6_000]]), unheld);
+    expect(r).toMatchObject({ lost: 1, purged: 2, silent: 0 });
+    expect(r.lostByEnd).toEqual({ 'explicit refused 404 ahead': 1 });
+    expect(r.examples[0]).toContain('never seen by the tap');
   });
 });

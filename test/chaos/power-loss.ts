@@ -27,15 +27,20 @@ export interface LostEvent {
 
 /**
  * Purged, not lost: absent, and its session was closed (a close purges the
- * session's events) before the re-check looked (`checkedAt`). The time is
- * the closed record's own (`touchedAtMs`, set by the close). A session
- * closed only after the re-check had its events taken by the loss, so they
- * count as lost; an account without a re-check time counts every absent
- * event as lost.
+ * session's events) before the re-check read its position (`readAt`). The
+ * time is the closed record's own (`touchedAtMs`, set by the close). A
+ * session closed only after its position was read empty had its events
+ * taken by the loss, so they count as lost; without a read time every
+ * absent event counts as lost.
  */
-export function isPurged(event: LostEvent, closedAt: ReadonlyMap<string, number>, checkedAt: number | undefined): boolean {
+export function isPurged(event: LostEvent, closedAt: ReadonlyMap<string, number>, readAt: number | undefined): boolean {
   const closed = closedAt.get(event.key.split('/')[0] ?? '');
-  return event.how === 'absent' && closed !== undefined && checkedAt !== undefined && closed <= checkedAt;
+  return event.how === 'absent' && closed !== undefined && readAt !== undefined && closed <= readAt;
+}
+
+/** When the re-check read `pos` empty (else when it ended): the time `isPurged` compares a close with. */
+export function absentReadAt(account: PowerLossAccount, pos: number): number | undefined {
+  return account.absentAt.get(pos) ?? account.checkedAt;
 }
 
 /** The tap's view just before a power loss. */
@@ -61,8 +66,15 @@ export interface PowerLossAccount {
   unchecked: number;
   /** The partition stream's last position when the re-read began: below `mark.lastPos`, the tail was lost. */
   lastPosAfterRestart: number | undefined;
-  /** When the re-read was compared (ms since epoch): an absent event's session closed by then was purged (`isPurged`). */
+  /** When the re-read was compared (ms since epoch). */
   checkedAt: number | undefined;
+  /**
+   * Every position of the window the re-read found empty, with when that
+   * read answered: held or not. An absent event's session closed by then was
+   * purged (`isPurged`); one the tap never held is judged from the clients
+   * that had it (`unheldGone`).
+   */
+  absentAt: Map<number, number>;
 }
 
 /**
@@ -132,7 +144,13 @@ export interface PowerLossReport {
  * streams of the clients that had received it and how they ended.
  * `closedAt` holds when each closed session was closed (see `isPurged`).
  */
-export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges: readonly Exchange[], streams: readonly StreamReport[], closedAt: ReadonlyMap<string, number>): PowerLossReport {
+export function powerLossReport(
+  accounts: readonly PowerLossAccount[],
+  exchanges: readonly Exchange[],
+  streams: readonly StreamReport[],
+  closedAt: ReadonlyMap<string, number>,
+  unheld: readonly UnheldGone[] = [],
+): PowerLossReport {
   // Which client got which event: by position, with the digest (a position can hold another event after a loss)
   // and the epoch (one per session: it tells apart the same position in two partitions).
   const delivered = new Map<number, Array<{ client: string; digest: string; epoch: string }>>();
@@ -161,29 +179,92 @@ export function powerLossReport(accounts: readonly PowerLossAccount[], exchanges
   let unchecked = 0;
   let shorterLogs = 0;
   let silent = 0;
+  // Every event a loss took from the window, held by the tap or only by clients (`unheldGone`), with when its position was read empty.
+  const judged: Array<{ event: LostEvent; readAt: number | undefined; unheld: boolean }> = [];
   for (const account of accounts) {
     acked += account.acked;
     survived += account.survived;
     unchecked += account.unchecked;
     if (account.lastPosAfterRestart !== undefined && account.lastPosAfterRestart < account.mark.lastPos) shorterLogs += 1;
-    for (const event of account.lost) {
-      if (isPurged(event, closedAt, account.checkedAt)) {
-        purged += 1;
-        continue;
-      }
-      lost += 1;
-      const r0 = event.record;
-      const had = (delivered.get(r0.pos) ?? []).filter((d) => d.epoch === r0.epoch && (r0.kind === 'prime' || d.digest === r0.digest));
-      const clients = had.length === 0 ? undefined : new Set(had.map((d) => d.client));
-      const reports = (byKey.get(event.key) ?? []).filter((s) => clients?.has(s.client) === true);
-      if (reports.length === 0) bump(lostByEnd, 'not delivered to any client');
-      for (const r of reports) {
-        const end = r.cls === 'explicit' || r.cls === 'unfinished' || r.cls === 'violation' ? `${r.cls} ${r.reason ?? '?'}` : r.cls;
-        bump(lostByEnd, end);
-        if (r.cls === 'violation') silent += 1;
-      }
-      if (examples.length < 20) examples.push(`${event.key} seq ${event.record.seq} pos ${event.record.pos} (${event.record.kind}, ${event.how}), delivered to ${clients === undefined ? 'no client' : [...clients].join(', ')}`);
+    for (const event of account.lost) judged.push({ event, readAt: absentReadAt(account, event.record.pos), unheld: false });
+  }
+  for (const u of unheld) judged.push({ event: { key: u.key, record: u.record, how: 'absent' }, readAt: u.readAt, unheld: true });
+  for (const { event, readAt, unheld: onlyClients } of judged) {
+    if (isPurged(event, closedAt, readAt)) {
+      purged += 1;
+      continue;
     }
+    lost += 1;
+    const r0 = event.record;
+    const had = (delivered.get(r0.pos) ?? []).filter((d) => d.epoch === r0.epoch && (r0.kind === 'prime' || d.digest === r0.digest));
+    const clients = had.length === 0 ? undefined : new Set(had.map((d) => d.client));
+    const reports = (byKey.get(event.key) ?? []).filter((s) => clients?.has(s.client) === true);
+    if (reports.length === 0) bump(lostByEnd, 'not delivered to any client');
+    for (const r of reports) {
+      const end = r.cls === 'explicit' || r.cls === 'unfinished' || r.cls === 'violation' ? `${r.cls} ${r.reason ?? '?'}` : r.cls;
+      bump(lostByEnd, end);
+      if (r.cls === 'violation') silent += 1;
+    }
+    const seenBy = onlyClients ? ', never seen by the tap' : '';
+    if (examples.length < 20) examples.push(`${event.key} seq ${event.record.seq} pos ${event.record.pos} (${event.record.kind}, ${event.how}${seenBy}), delivered to ${clients === undefined ? 'no client' : [...clients].join(', ')}`);
   }
   return { losses: new Set(accounts.map((a) => a.mark.at)).size, acked, survived, lost, purged, unchecked, shorterLogs, lostByEnd, silent, examples };
+}
+
+/**
+ * An event a client was delivered at a position a power loss's re-read then
+ * found empty, which the tap never held (written and served while the nodes
+ * came back, and gone before the tap read that far). The tap's copy has no
+ * record of it, so without this the checker would call it `not_in_log`
+ * whether a close purged it or the loss took it.
+ */
+export interface UnheldGone {
+  readonly partition: number;
+  readonly key: string;
+  /** Built from the delivered event (its id and payload digest): the only copy anyone saw. */
+  readonly record: LogRecord;
+  readonly readAt: number;
+}
+
+/**
+ * The delivered events at positions a re-read found empty that no copy of
+ * the tap holds (`tapHolds(partition, pos)`), one per position.
+ * `partitionOfSession` maps a session to its partition.
+ */
+export function unheldGone(
+  accounts: readonly PowerLossAccount[],
+  exchanges: readonly Exchange[],
+  partitionOfSession: (session: string) => number,
+  tapHolds: (partition: number, pos: number) => boolean,
+): UnheldGone[] {
+  const gone = new Map<number, Map<number, number>>();
+  for (const a of accounts) {
+    const map = gone.get(a.partition) ?? new Map<number, number>();
+    if (map.size === 0) gone.set(a.partition, map);
+    for (const [pos, at] of a.absentAt) map.set(pos, Math.max(at, map.get(pos) ?? 0));
+  }
+  const out = new Map<string, UnheldGone>();
+  for (const ex of exchanges) {
+    const session = ex.sessionId ?? ex.answeredSession;
+    if (session === undefined) continue;
+    const partition = partitionOfSession(session);
+    const map = gone.get(partition);
+    if (map === undefined) continue;
+    for (const e of ex.events) {
+      if (e.id === undefined || e.ack !== undefined) continue;
+      const id = decodeEventId(e.id);
+      if (!id.ok) continue;
+      const readAt = map.get(id.value.pos);
+      if (readAt === undefined || tapHolds(partition, id.value.pos)) continue;
+      const at = `${partition}/${id.value.pos}`;
+      if (out.has(at)) continue;
+      out.set(at, {
+        partition,
+        key: `${session}/${id.value.stream}`,
+        readAt,
+        record: { pos: id.value.pos, seq: id.value.seq, prev: 0, epoch: id.value.epoch, kind: e.meaning.t === 'empty' ? 'prime' : 'event', digest: e.digest, endReason: undefined, upstreamId: undefined, writer: '', response: undefined },
+      });
+    }
+  }
+  return [...out.values()];
 }
