@@ -60,8 +60,8 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  of its own (the clients, balancer and checker in one more), wired to a bridge in the run's own
                  switch namespace (10.77.0.x); routes and links to NATS and the upstreams go through a TCP fault
                  proxy in the dialing host; removed at the end and on SIGINT/SIGTERM. Needs root, ip (iproute2) and
-                 nft (apt-get install -y nftables); gateways only (not --target sdk-example). Adds the network
-                 fault kinds below to 'all'. cleanup: remove what runs killed with SIGKILL left (namespaces named
+                 nft (apt-get install -y nftables). With --target sdk-example the instances are the hosts sdk1-3.
+                 Adds the network fault kinds below to 'all'. cleanup: remove what runs killed with SIGKILL left (namespaces named
                  tchaos-<run>-<host> whose run is gone, and the processes inside them), then exit
   --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
                  Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
@@ -143,8 +143,7 @@ async function main(): Promise<number> {
     if (args['net'] !== undefined && args['net'] !== 'hosts' && args['net'] !== 'cleanup') throw new Error(`--net must be hosts or cleanup, got ${args['net']}`);
     if (args['net'] === 'cleanup') return await cleanup();
     netMode = args['net'] === 'hosts' ? 'hosts' : undefined;
-    if (netMode === 'hosts' && target === 'sdk-example') throw new Error('--net hosts runs the gateways only (not yet --target sdk-example)');
-    const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart'] : []);
+    const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart', 'gateway_upstream_partition'] : []);
     faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable, netMode === 'hosts');
   } catch (err) {
     process.stderr.write(`chaos: ${(err as Error).message}\n\n${USAGE}`);
@@ -171,7 +170,7 @@ async function main(): Promise<number> {
   let net: HostNetwork | undefined;
   if (netMode === 'hosts') {
     const spec = process.env[NET_ENV];
-    if (spec === undefined) return runInHosts(log === 'grpc');
+    if (spec === undefined) return runInHosts(target, log === 'grpc');
     net = attachHostNetwork(JSON.parse(spec) as HostNetworkSpec);
   }
   const command = `npm run chaos -- ${process.argv.slice(2).join(' ')}`.trim();
@@ -208,13 +207,14 @@ async function main(): Promise<number> {
  * network when that exits, or on SIGINT/SIGTERM (the network's own hook).
  * Returns the inner run's exit code.
  */
-async function runInHosts(grpc: boolean): Promise<number> {
+async function runInHosts(target: TargetName, grpc: boolean): Promise<number> {
   const missing = missingPrerequisites(true);
   if (missing.length > 0) {
     process.stderr.write(`chaos: --net hosts cannot run here: ${missing.join('; ')}\n`);
     return 2;
   }
-  const { hosts, octets } = hostsFor(['gw1', 'gw2', 'gw3'], grpc ? ['log1', 'log2'] : []);
+  // The names the stack gives the instances behind the balancer (stack.ts): each a host.
+  const { hosts, octets } = hostsFor(target === 'sdk-example' ? ['sdk1', 'sdk2', 'sdk3'] : ['gw1', 'gw2', 'gw3'], grpc ? ['log1', 'log2'] : []);
   let net: HostNetwork;
   try {
     net = await createHostNetwork({ hosts, octets });

@@ -272,6 +272,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       if (target === 'sdk-example') {
         return [
           '--import', 'tsx', SDK_EXAMPLE_MAIN,
+          ...hostFlag(slot.name),
           ...['--port', '0', '--nats', slotNats.get(slot.slot)!, '--instance', instance, ...partitionFlags],
           // The gateways' settings: a 200 ms retry hint, writer checks every 500 ms, 3 s of silence.
           ...['--retry-ms', '200', '--writer-check-ms', '500', '--writer-silence-ms', '3000'],

@@ -15,6 +15,10 @@
  * | `partition_heal_resume` | a gateway partitioned from NATS; at the end the balancer cuts every client connection and the partition heals 0-300 ms later, while the clients resume |
  * | `link_stall` | one-way stall in the link proxies: a node's outgoing route traffic, or a gateway's traffic to NATS (or back) |
  * | `route_reset` | every route connection of a node reset, new ones refused for the planned time |
+ *
+ * With `--log grpc` the NATS-side kinds (all but `gateway_upstream_partition`)
+ * hit the session-log services (`log1`, `log2`) where they say gateway: those
+ * hold the NATS connections there.
  */
 import type { ChaosStack } from '../stack.js';
 import { createRng } from '../../shared/random.js';
@@ -37,8 +41,11 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
   if (net === undefined) throw new Error(`${kind} needs --net hosts`);
   const rng = createRng(target);
   const gateways = stack.gateways.map((g) => g.name);
+  // The processes that hold the NATS connections: the gateways, or with --log grpc the session-log services.
+  const clients = stack.natsClients.length > 0 ? stack.natsClients.map((c) => c.name) : gateways;
   const nats = [...net.natsHosts];
-  const gw = gateways[target % gateways.length]!;
+  const gw = clients[target % clients.length]!;
+  const upstreamSide = gateways[target % gateways.length]!;
   const node = target % nats.length;
   const peers = nats.filter((_, k) => k !== node);
   const began = Date.now();
@@ -80,15 +87,15 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
       return { target: `${a}-${b}`, detail: await hold(async () => [await net.faults.loss(a, b, loss), await net.faults.duplicate(a, b, dup)]) };
     }
     case 'nats_node_isolated': {
-      const cutGateway = gateways[Math.floor(target / nats.length) % gateways.length]!;
-      const reach = gateways.filter((g) => g !== cutGateway);
+      const cutGateway = clients[Math.floor(target / nats.length) % clients.length]!;
+      const reach = clients.filter((g) => g !== cutGateway);
       const detail = await hold(async () => [await net.faults.partition([nats[node]!], [...peers, cutGateway])]);
       return { target: nats[node]!, detail: `${detail}; still reachable by ${reach.join(', ')}` };
     }
     case 'gateway_nats_partition':
       return { target: gw, detail: await hold(async () => [await net.faults.partition([gw], nats)]) };
     case 'gateway_upstream_partition':
-      return { target: gw, detail: await hold(async () => [await net.faults.partition([gw], [UPSTREAM_HOST])]) };
+      return { target: upstreamSide, detail: await hold(async () => [await net.faults.partition([upstreamSide], [UPSTREAM_HOST])]) };
     case 'net_asymmetric': {
       if (rng.chance(0.5)) {
         return { target: nats[node]!, detail: await hold(async () => [await net.faults.oneWay([nats[node]!], peers)]) };
