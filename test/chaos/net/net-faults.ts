@@ -27,6 +27,7 @@ import type { NetFault } from './nft.js';
 import type { NetHandles } from './placement.js';
 import { UPSTREAM_HOST } from './placement.js';
 import { routeLink } from './nats-hosts.js';
+import type { HostLinkProxy } from './link-proxy-host.js';
 
 export const NET_KINDS = ['net_latency', 'link_loss_dup', 'nats_node_isolated', 'gateway_nats_partition', 'gateway_upstream_partition', 'net_asymmetric', 'partition_heal_resume', 'link_stall', 'route_reset'] as const;
 export type NetKind = (typeof NET_KINDS)[number];
@@ -51,20 +52,33 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
   const began = Date.now();
   const held = (): string => `${Date.now() - began}ms (planned ${downMs}ms)`;
 
-  /** Applies nft faults, holds them for the planned time, heals them whatever happens. */
-  const hold = async (apply: () => Promise<NetFault[]>, before?: () => Promise<string>): Promise<string> => {
+  /**
+   * Applies nft faults, holds them for the planned time, heals them
+   * whatever happens. When nft refuses (the error is kept in the detail),
+   * `closest` makes the nearest fault the link proxies can: stalls.
+   */
+  const hold = async (apply: () => Promise<NetFault[]>, options: { before?: () => Promise<string>; closest?: Stalls } = {}): Promise<string> => {
     const applied: NetFault[] = [];
     let note = '';
+    let instead: { describe: string; undo: () => Promise<void> } | undefined;
     try {
-      applied.push(...(await apply()));
+      try {
+        for (const f of await apply()) applied.push(f);
+      } catch (err) {
+        if (options.closest === undefined) throw err;
+        note = `; nft refused (${(err as Error).message.split('\n')[0]}), made instead: ${options.closest.describe}`;
+        instead = { describe: options.closest.describe, undo: await applyStalls(options.closest) };
+      }
       await sleep(downMs, signal);
-      if (before !== undefined) note = await before();
+      if (options.before !== undefined) note += await options.before();
     } finally {
       const errors = (await Promise.all(applied.map((f) => f.heal()))).flat();
+      await instead?.undo();
       if (errors.length > 0) note += ` heal errors: ${errors.join('; ')}`;
     }
-    return `${applied.map((f) => f.describe).join(' + ')} for ${held()}${note}`;
+    return `${applied.length === 0 ? (instead?.describe ?? 'nothing') : applied.map((f) => f.describe).join(' + ')} for ${held()}${note}`;
   };
+  const gwNats = (host: string, way: Stall): Stalls => ({ describe: `${host}'s links to NATS stalled ${way === 'both' ? 'both ways' : `one way (${way})`}`, parts: [{ proxy: net.proxies.get(host)!, names: [...nats], way }] });
 
   switch (kind) {
     case 'net_latency': {
@@ -84,38 +98,72 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
       const [a, b] = rng.chance(0.5) ? [gw, nats[node]!] : [nats[node]!, peers[rng.int(0, peers.length - 1)]!];
       const loss = rng.int(5, 25);
       const dup = rng.int(5, 20);
-      return { target: `${a}-${b}`, detail: await hold(async () => [await net.faults.loss(a, b, loss), await net.faults.duplicate(a, b, dup)]) };
+      let dupRefused = '';
+      const detail = await hold(async () => {
+        const made = [await net.faults.loss(a, b, loss)];
+        try {
+          made.push(await net.faults.duplicate(a, b, dup));
+        } catch (err) {
+          // The closest: the loss alone.
+          dupRefused = `; duplication refused by nft (${(err as Error).message.split('\n')[0]}), loss only`;
+        }
+        return made;
+      });
+      return { target: `${a}-${b}`, detail: `${detail}${dupRefused}` };
     }
     case 'nats_node_isolated': {
       const cutGateway = clients[Math.floor(target / nats.length) % clients.length]!;
       const reach = clients.filter((g) => g !== cutGateway);
-      const detail = await hold(async () => [await net.faults.partition([nats[node]!], [...peers, cutGateway])]);
+      const closest: Stalls = {
+        describe: `${nats[node]}'s routes and ${cutGateway}'s link to it stalled both ways`,
+        parts: [...routeStallParts(net, node, nats, 'both'), { proxy: net.proxies.get(cutGateway)!, names: [nats[node]!], way: 'both' }],
+      };
+      const detail = await hold(async () => [await net.faults.partition([nats[node]!], [...peers, cutGateway])], { closest });
       return { target: nats[node]!, detail: `${detail}; still reachable by ${reach.join(', ')}` };
     }
     case 'gateway_nats_partition':
-      return { target: gw, detail: await hold(async () => [await net.faults.partition([gw], nats)]) };
-    case 'gateway_upstream_partition':
-      return { target: upstreamSide, detail: await hold(async () => [await net.faults.partition([upstreamSide], [UPSTREAM_HOST])]) };
+      return { target: gw, detail: await hold(async () => [await net.faults.partition([gw], nats)], { closest: gwNats(gw, 'both') }) };
+    case 'gateway_upstream_partition': {
+      const proxy = net.proxies.get(upstreamSide)!;
+      const links = Object.keys(proxy.ports).filter((l) => l.startsWith('up-'));
+      const closest: Stalls = { describe: `${upstreamSide}'s links to the upstreams stalled both ways`, parts: [{ proxy, names: links, way: 'both' }] };
+      return { target: upstreamSide, detail: await hold(async () => [await net.faults.partition([upstreamSide], [UPSTREAM_HOST])], { closest }) };
+    }
     case 'net_asymmetric': {
       if (rng.chance(0.5)) {
-        return { target: nats[node]!, detail: await hold(async () => [await net.faults.oneWay([nats[node]!], peers)]) };
+        const closest: Stalls = { describe: `${nats[node]}'s outgoing route traffic stalled`, parts: routeStallParts(net, node, nats, 'out') };
+        return { target: nats[node]!, detail: await hold(async () => [await net.faults.oneWay([nats[node]!], peers)], { closest }) };
       }
-      return { target: gw, detail: await hold(async () => [await net.faults.oneWay([gw], nats)]) };
+      return { target: gw, detail: await hold(async () => [await net.faults.oneWay([gw], nats)], { closest: gwNats(gw, 'up') }) };
     }
     case 'partition_heal_resume': {
       const lagMs = rng.int(0, 300);
-      const detail = await hold(
-        async () => [await net.faults.partition([gw], nats)],
-        async () => {
+      const detail = await hold(async () => [await net.faults.partition([gw], nats)], {
+        closest: gwNats(gw, 'both'),
+        before: async () => {
           const cut = stack.proxy.cutAll();
           await sleep(lagMs);
           return `; the balancer cut ${cut} requests ${lagMs}ms before the heal`;
         },
-      );
+      });
       return { target: gw, detail };
     }
-    case 'link_stall':
-      return stall(net, rng.chance(0.5) ? { kind: 'route', node, nats } : { kind: 'gateway', gw, way: rng.chance(0.5) ? 'up' : 'down' }, downMs, signal, held);
+    case 'link_stall': {
+      const onRoutes = rng.chance(0.5);
+      const towardsNats = rng.chance(0.5);
+      const what: Stalls = onRoutes
+        ? { describe: `${nats[node]}'s outgoing route traffic stalled (incoming flows)`, parts: routeStallParts(net, node, nats, 'out') }
+        : towardsNats
+          ? { describe: `${gw}'s traffic to NATS stalled (the other way flows)`, parts: gwNats(gw, 'up').parts }
+          : { describe: `NATS's traffic to ${gw} stalled (the other way flows)`, parts: gwNats(gw, 'down').parts };
+      const undo = await applyStalls(what);
+      try {
+        await sleep(downMs, signal);
+      } finally {
+        await undo();
+      }
+      return { target: onRoutes ? nats[node]! : gw, detail: `${what.describe} for ${held()}` };
+    }
     case 'route_reset': {
       const links = routeLinksOf(net, node, nats);
       let n = 0;
@@ -127,8 +175,8 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
 }
 
 /** Every proxy link that carries node `node`'s routes: all of its own proxy's, and `route<node>` in the others'. */
-function routeLinksOf(net: NetHandles, node: number, nats: readonly string[]): Array<{ proxy: NonNullable<ReturnType<NetHandles['proxies']['get']>>; names: string[] | undefined; own: boolean }> {
-  const out: Array<{ proxy: NonNullable<ReturnType<NetHandles['proxies']['get']>>; names: string[] | undefined; own: boolean }> = [];
+function routeLinksOf(net: NetHandles, node: number, nats: readonly string[]): Array<{ proxy: HostLinkProxy; names: string[] | undefined; own: boolean }> {
+  const out: Array<{ proxy: HostLinkProxy; names: string[] | undefined; own: boolean }> = [];
   for (const [k, host] of nats.entries()) {
     const proxy = net.cluster.routeProxies.get(host);
     if (proxy === undefined) continue;
@@ -137,24 +185,32 @@ function routeLinksOf(net: NetHandles, node: number, nats: readonly string[]): A
   return out;
 }
 
-async function stall(
-  net: NetHandles,
-  what: { kind: 'route'; node: number; nats: readonly string[] } | { kind: 'gateway'; gw: string; way: 'up' | 'down' },
-  downMs: number,
-  signal: AbortSignal,
-  held: () => string,
-): Promise<{ target: string; detail: string }> {
+type Stall = 'up' | 'down' | 'both';
+interface Stalls {
+  readonly describe: string;
+  readonly parts: ReadonlyArray<{ readonly proxy: HostLinkProxy; readonly names: readonly string[] | undefined; readonly way: Stall }>;
+}
+
+/** Node `node`'s route links, stalled `out` (what it sends), or `both` ways. */
+function routeStallParts(net: NetHandles, node: number, nats: readonly string[], way: 'out' | 'both'): Stalls['parts'] {
   // What a node sends on its routes: `up` on the connections it dialed, `down` on those its peers dialed.
-  const parts =
-    what.kind === 'route'
-      ? routeLinksOf(net, what.node, what.nats).map((l) => ({ proxy: l.proxy, names: l.names, way: l.own ? ('up' as const) : ('down' as const) }))
-      : [{ proxy: net.proxies.get(what.gw)!, names: [...net.natsHosts], way: what.way }];
+  return routeLinksOf(net, node, nats).map((l) => ({ proxy: l.proxy, names: l.names, way: way === 'both' ? 'both' : l.own ? 'up' : 'down' }));
+}
+
+/** Applies the stalls; returns what lifts them (never throws). */
+async function applyStalls(stalls: Stalls): Promise<() => Promise<void>> {
+  const done: Stalls['parts'][number][] = [];
+  const undo = async (): Promise<void> => {
+    for (const p of done) await p.proxy.shape({ stall: 'none' }, p.names).catch(() => undefined);
+  };
   try {
-    for (const p of parts) await p.proxy.shape({ stall: p.way }, p.names);
-    await sleep(downMs, signal);
-  } finally {
-    for (const p of parts) await p.proxy.shape({ stall: 'none' }, p.names).catch(() => undefined);
+    for (const p of stalls.parts) {
+      done.push(p);
+      await p.proxy.shape({ stall: p.way }, p.names);
+    }
+  } catch (err) {
+    await undo();
+    throw err;
   }
-  if (what.kind === 'route') return { target: what.nats[what.node]!, detail: `its outgoing route traffic stalled (incoming flows) for ${held()}` };
-  return { target: what.gw, detail: `${what.way === 'up' ? 'its traffic to NATS' : "NATS's traffic to it"} stalled (the other way flows) for ${held()}` };
+  return undo;
 }
