@@ -60,9 +60,11 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  of its own (the clients, balancer and checker in one more), wired to a bridge in the run's own
                  switch namespace (10.77.0.x); routes and links to NATS and the upstreams go through a TCP fault
                  proxy in the dialing host; removed at the end and on SIGINT/SIGTERM. Needs root, ip (iproute2) and
-                 nft (apt-get install -y nftables). With --target sdk-example the instances are the hosts sdk1-3.
-                 Adds the network fault kinds below to 'all'. cleanup: remove what runs killed with SIGKILL left (namespaces named
-                 tchaos-<run>-<host> whose run is gone, and the processes inside them), then exit
+                 nft (apt-get install -y nftables). With --target sdk-example the instances are the hosts sdk1-3;
+                 with --log grpc the network faults that name a gateway's NATS links hit the session-log services.
+                 Adds the network fault kinds below to 'all'.
+                 cleanup: remove what runs killed with SIGKILL left (namespaces tchaos-<run>-<host> whose run is
+                 gone, the processes inside them, their scratch dirs), then exit
   --faults       fault kinds and weights, comma separated KIND[=WEIGHT]; 'default' is today's six, 'all' every kind.
                  Every kind fires once early (the first pass), then they are drawn by weight. Kinds:
                  gateway_sigkill gateway_sigterm_drain nats_node_kill upstream_restart connection_cut_all slow_client
