@@ -445,7 +445,7 @@ async function logLeader(stack: ChaosStack, target: number): Promise<{ index: nu
  * streams it leads are named with their partitions, and other streams that
  * come one per partition (the buckets' `…-<k>_<namespace>`) are grouped.
  */
-async function roleOf(cluster: NatsCluster, index: number, streamNames: readonly string[]): Promise<string> {
+export async function roleOf(cluster: NatsCluster, index: number, streamNames: readonly string[]): Promise<string> {
   const node = cluster.servers[index]!;
   try {
     const varz = (await (await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(2_000) })).json()) as { server_name?: string };

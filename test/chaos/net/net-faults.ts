@@ -20,6 +20,7 @@
  * hit the session-log services (`log1`, `log2`) where they say gateway: those
  * hold the NATS connections there.
  */
+import { roleOf } from '../faults.js';
 import type { ChaosStack } from '../stack.js';
 import { createRng } from '../../shared/random.js';
 import { sleep } from '../util.js';
@@ -118,7 +119,12 @@ export async function executeNetFault(kind: NetKind, target: number, downMs: num
         describe: `${nats[node]}'s routes and ${cutGateway}'s link to it stalled both ways`,
         parts: [...routeStallParts(net, node, nats, 'both'), { proxy: net.proxies.get(cutGateway)!, names: [nats[node]!], way: 'both' }],
       };
-      const detail = await hold(async () => [await net.faults.partition([nats[node]!], [...peers, cutGateway])], { closest });
+      // Its roles (meta leader, stream leaders) before and at the end, read from the clients host, which it still reaches.
+      const before = await roleOf(stack.cluster, node, stack.streamNames);
+      const detail = await hold(async () => [await net.faults.partition([nats[node]!], [...peers, cutGateway])], {
+        closest,
+        before: async () => `; its roles: ${before} before, ${await roleOf(stack.cluster, node, stack.streamNames)} at the heal`,
+      });
       return { target: nats[node]!, detail: `${detail}; still reachable by ${reach.join(', ')}` };
     }
     case 'gateway_nats_partition':
