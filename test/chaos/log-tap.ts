@@ -26,7 +26,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { LogHeader } from '@tether/protocol';
 import { createSubjects, partitionOf } from '@tether/session-log';
-import { compareWindow } from './power-loss.js';
+import { compareWindow, missingFromCopy } from './power-loss.js';
 import type { Held, LossMark, PowerLossAccount } from './power-loss.js';
 import { digest, meaningOf, sleep } from './util.js';
 
@@ -442,15 +442,13 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       account.survived = result.survived;
       account.lost = result.lost;
       account.unchecked = result.unchecked;
-      // The tap's copy follows the log as it is now: what another message replaced goes out now, what
-      // replaced it comes in. An absent event stays until the run's end tells a loss (`drop`) from a purge.
+      // The tap's copy follows the log as it is now: what another message replaced goes out now, and
+      // every event the log holds in the window that the copy lacks comes in (held only as the leader's
+      // copy, or never read). An absent event stays until the run's end tells a loss (`drop`) from a purge.
       for (const l of result.lost) if (l.how === 'overwritten') drop(l.key, l.record);
-      for (const a of result.added) {
-        if (a.key === undefined) continue;
-        const list = streams.get(a.key);
-        if (list?.some((x) => x.pos === a.pos) === true) continue;
+      for (const m of missingFromCopy(found, (key, pos) => streams.get(key)?.some((x) => x.pos === pos) === true)) {
         stats.messages += 1;
-        push(a.key, a.record);
+        push(m.key, m.record);
       }
       for (const [pos, h] of found) if (h !== null) recorded.add(pos);
       return account;

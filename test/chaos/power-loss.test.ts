@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StreamReport } from './checker.js';
 import type { LogRecord } from './log-tap.js';
-import { compareWindow, powerLossReport, unheldGone } from './power-loss.js';
+import { compareWindow, missingFromCopy, powerLossReport, unheldGone } from './power-loss.js';
 import type { Held, PowerLossAccount } from './power-loss.js';
 import type { Exchange } from './record.js';
 import { meaningOf } from './util.js';
@@ -40,7 +40,23 @@ describe('power loss: compareWindow', () => {
     ]);
     // Position 14 was never compared; an audit message (no stream) is not a log event.
     expect(r.unchecked).toBe(1);
-    expect(r.added.map((a) => [a.pos, a.record.digest])).toEqual([[11, 'y2']]);
+  });
+
+  it('every event read that the copy lacks joins it, also one held only as the leader\'s copy', () => {
+    const after = new Map<number, Held | null>([
+      [10, held('s/a', rec(10, 1, 'x'))],
+      [11, held('s/a', rec(11, 2, 'y2'))],
+      [12, null],
+      [13, held(undefined, rec(13, 0, 'audit'))],
+      // Held before the loss only as the leader's republished copy, found again the same: not in the copy.
+      [15, held('s/b', rec(15, 2, 'v'))],
+    ]);
+    const copy = new Set(['s/a@10']);
+    const missing = missingFromCopy(after, (key, pos) => copy.has(`${key}@${pos}`));
+    expect(missing.map((m) => [m.key, m.record.pos, m.record.digest])).toEqual([
+      ['s/a', 11, 'y2'],
+      ['s/b', 15, 'v'],
+    ]);
   });
 });
 

@@ -81,10 +81,9 @@ export interface PowerLossAccount {
  * Compares what was held in the window with what was read there after the
  * restart. `reread` maps a position to the message found there, or to
  * `null` when the log holds nothing at it (looked up one by one). Returns
- * the account's counts and the messages read that the tap did not hold as
- * they are now (new events to add to its copy).
+ * the account's counts.
  */
-export function compareWindow(held: ReadonlyMap<number, Held>, reread: ReadonlyMap<number, Held | null>): { survived: number; lost: LostEvent[]; unchecked: number; added: Array<Held & { readonly pos: number }> } {
+export function compareWindow(held: ReadonlyMap<number, Held>, reread: ReadonlyMap<number, Held | null>): { survived: number; lost: LostEvent[]; unchecked: number } {
   let survived = 0;
   let unchecked = 0;
   const lost: LostEvent[] = [];
@@ -102,14 +101,24 @@ export function compareWindow(held: ReadonlyMap<number, Held>, reread: ReadonlyM
     if (now.key === h.key && now.record.seq === h.record.seq && now.record.digest === h.record.digest && now.record.epoch === h.record.epoch) survived += 1;
     else lost.push({ key: h.key, record: h.record, how: 'overwritten' });
   }
-  const added: Array<Held & { readonly pos: number }> = [];
+  return { survived, lost, unchecked };
+}
+
+/**
+ * The log events a re-read found that the tap's copy lacks
+ * (`inCopy(key, pos)`): ones it never read, ones that replaced what it had,
+ * and ones it knew only from the leader's republished copy. "Held" is not
+ * "in the copy": an event held only as the leader's copy survives the
+ * comparison and must still join the copy, or the copy keeps a hole the
+ * checker reads as an event the log never held (finding 14).
+ */
+export function missingFromCopy(reread: ReadonlyMap<number, Held | null>, inCopy: (key: string, pos: number) => boolean): Array<{ readonly key: string; readonly record: LogRecord }> {
+  const out: Array<{ readonly key: string; readonly record: LogRecord }> = [];
   for (const [pos, now] of reread) {
-    if (now === null || now.key === undefined) continue;
-    const h = held.get(pos);
-    if (h !== undefined && h.key === now.key && h.record.seq === now.record.seq && h.record.digest === now.record.digest && h.record.epoch === now.record.epoch) continue;
-    added.push({ ...now, pos });
+    if (now === null || now.key === undefined || inCopy(now.key, pos)) continue;
+    out.push({ key: now.key, record: now.record });
   }
-  return { survived, lost, unchecked, added };
+  return out;
 }
 
 /** The power-loss part of the report. */
