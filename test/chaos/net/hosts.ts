@@ -113,21 +113,38 @@ export interface DestroyReport {
 export function missingPrerequisites(needNft = true): string[] {
   const missing: string[] = [];
   if (process.getuid?.() !== 0) missing.push(`not root (uid ${process.getuid?.() ?? '?'}): network namespaces need root`);
-  if (!onPath('ip')) missing.push('no `ip` (iproute2): apt-get install -y iproute2');
-  if (needNft && !onPath('nft')) missing.push('no `nft`: apt-get install -y nftables');
+  if (toolPath('ip') === undefined) missing.push('no `ip` (iproute2): apt-get install -y iproute2');
+  if (needNft && toolPath('nft') === undefined) missing.push('no `nft`: apt-get install -y nftables');
   return missing;
 }
 
-function onPath(tool: string): boolean {
-  for (const dir of (process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').concat(['/usr/sbin', '/sbin'])) {
-    try {
-      if (readdirSync(dir).includes(tool)) return true;
-    } catch {
-      // not a directory
+const tools = new Map<string, string | undefined>();
+/**
+ * A tool's absolute path, from PATH or the sbin directories (root's tools
+ * live there, and a non-login shell's PATH may lack them); undefined when
+ * missing. Commands run by absolute path, so PATH does not matter later.
+ */
+export function toolPath(tool: string): string | undefined {
+  if (!tools.has(tool)) {
+    let found: string | undefined;
+    for (const dir of [...(process.env['PATH'] ?? '').split(':'), '/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
+      if (dir === '') continue;
+      try {
+        if (readdirSync(dir).includes(tool)) {
+          found = join(dir, tool);
+          break;
+        }
+      } catch {
+        // not a directory
+      }
     }
+    tools.set(tool, found);
   }
-  return false;
+  return tools.get(tool);
 }
+
+/** `ip`'s absolute path (or plain `ip`, which then fails with ENOENT, reported). */
+const IP = (): string => toolPath('ip') ?? 'ip';
 
 /** Runs `ip`/`nft`/… and resolves with stdout; a failure names the command and carries its stderr. */
 export function run(command: string, args: readonly string[], timeoutMs = EXEC_TIMEOUT_MS): Promise<string> {
@@ -184,17 +201,17 @@ export async function createHostNetwork(options: HostNetworkOptions): Promise<Ho
   };
 
   try {
-    await run('ip', ['netns', 'add', switchNetns]);
-    await run('ip', ['-n', switchNetns, 'link', 'add', 'br0', 'type', 'bridge']);
-    await run('ip', ['-n', switchNetns, 'link', 'set', 'br0', 'up']);
+    await run(IP(), ['netns', 'add', switchNetns]);
+    await run(IP(), ['-n', switchNetns, 'link', 'add', 'br0', 'type', 'bridge']);
+    await run(IP(), ['-n', switchNetns, 'link', 'set', 'br0', 'up']);
     for (const host of hosts) {
-      await run('ip', ['netns', 'add', host.netns]);
+      await run(IP(), ['netns', 'add', host.netns]);
       // Made inside the switch, its other end moved straight into the host: the machine's own namespace never sees it.
-      await run('ip', ['-n', switchNetns, 'link', 'add', `v-${host.name}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', host.netns]);
-      await run('ip', ['-n', switchNetns, 'link', 'set', `v-${host.name}`, 'master', 'br0', 'up']);
-      await run('ip', ['-n', host.netns, 'addr', 'add', `${host.address}/24`, 'dev', 'eth0']);
-      await run('ip', ['-n', host.netns, 'link', 'set', 'eth0', 'up']);
-      await run('ip', ['-n', host.netns, 'link', 'set', 'lo', 'up']);
+      await run(IP(), ['-n', switchNetns, 'link', 'add', `v-${host.name}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', host.netns]);
+      await run(IP(), ['-n', switchNetns, 'link', 'set', `v-${host.name}`, 'master', 'br0', 'up']);
+      await run(IP(), ['-n', host.netns, 'addr', 'add', `${host.address}/24`, 'dev', 'eth0']);
+      await run(IP(), ['-n', host.netns, 'link', 'set', 'eth0', 'up']);
+      await run(IP(), ['-n', host.netns, 'link', 'set', 'lo', 'up']);
     }
   } catch (err) {
     await destroy();
@@ -211,8 +228,8 @@ export async function createHostNetwork(options: HostNetworkOptions): Promise<Ho
     switchNetns,
     hosts,
     host,
-    wrap: (name, command, args) => ({ command: 'ip', args: ['netns', 'exec', host(name).netns, command, ...args] }),
-    exec: (name, command, args, timeoutMs) => run('ip', ['netns', 'exec', host(name).netns, command, ...args], timeoutMs),
+    wrap: (name, command, args) => ({ command: IP(), args: ['netns', 'exec', host(name).netns, command, ...args] }),
+    exec: (name, command, args, timeoutMs) => run(IP(), ['netns', 'exec', host(name).netns, command, ...args], timeoutMs),
     destroy,
   };
 }
@@ -232,8 +249,8 @@ export function attachHostNetwork(spec: HostNetworkSpec): HostNetwork {
   return {
     ...spec,
     host,
-    wrap: (name, command, args) => ({ command: 'ip', args: ['netns', 'exec', host(name).netns, command, ...args] }),
-    exec: (name, command, args, timeoutMs) => run('ip', ['netns', 'exec', host(name).netns, command, ...args], timeoutMs),
+    wrap: (name, command, args) => ({ command: IP(), args: ['netns', 'exec', host(name).netns, command, ...args] }),
+    exec: (name, command, args, timeoutMs) => run(IP(), ['netns', 'exec', host(name).netns, command, ...args], timeoutMs),
     destroy: async () => ({ removed: [], killed: [], failed: [] }),
   };
 }
@@ -255,7 +272,7 @@ export function killOnExit(child: { kill(signal: NodeJS.Signals): boolean; once(
 /** The namespaces listed now (`ip netns list`), names only. */
 export function listNetns(): string[] {
   try {
-    return execFileSync('ip', ['netns', 'list'], { encoding: 'utf8', timeout: EXEC_TIMEOUT_MS })
+    return execFileSync(IP(), ['netns', 'list'], { encoding: 'utf8', timeout: EXEC_TIMEOUT_MS })
       .split('\n')
       .map((line) => line.split(' ')[0] ?? '')
       .filter((name) => name !== '');
@@ -274,7 +291,7 @@ async function destroyAll(runId: string, all: readonly string[]): Promise<Destro
     if (!listed.has(netns)) continue;
     killed.push(...killInside(netns));
     try {
-      await run('ip', ['netns', 'del', netns]);
+      await run(IP(), ['netns', 'del', netns]);
       removed.push(netns);
     } catch (err) {
       failed.push(`${netns}: ${(err as Error).message}`);
@@ -294,7 +311,7 @@ function destroySync(runId: string, all: readonly string[]): void {
     if (!listed.has(netns)) continue;
     killInside(netns);
     try {
-      execFileSync('ip', ['netns', 'del', netns], { timeout: EXEC_TIMEOUT_MS, stdio: 'ignore' });
+      execFileSync(IP(), ['netns', 'del', netns], { timeout: EXEC_TIMEOUT_MS, stdio: 'ignore' });
     } catch {
       // `cleanupLeftovers` finds it later.
     }
@@ -312,7 +329,7 @@ function killInside(netns: string): string[] {
   const out: string[] = [];
   let pids: number[] = [];
   try {
-    pids = execFileSync('ip', ['netns', 'pids', netns], { encoding: 'utf8', timeout: EXEC_TIMEOUT_MS }).split('\n').filter((p) => /^\d+$/.test(p)).map(Number);
+    pids = execFileSync(IP(), ['netns', 'pids', netns], { encoding: 'utf8', timeout: EXEC_TIMEOUT_MS }).split('\n').filter((p) => /^\d+$/.test(p)).map(Number);
   } catch {
     return out;
   }

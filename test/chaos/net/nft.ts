@@ -20,7 +20,7 @@
  * namespaces anyway). Every `nft` refusal is thrown with its stderr.
  */
 import type { HostNetwork } from './hosts.js';
-import { NetError, NetErrorCode } from './hosts.js';
+import { NetError, NetErrorCode, toolPath } from './hosts.js';
 
 const TABLE = 'tether_chaos';
 const DUP_TABLE = 'tether_chaos_dup';
@@ -52,7 +52,7 @@ export interface NetFaults {
 export function createNetFaults(net: HostNetwork): NetFaults {
   const ready = new Map<string, Promise<void>>();
   const active = new Set<NetFault>();
-  const nft = (host: string, args: readonly string[]): Promise<string> => net.exec(host, 'nft', args);
+  const nft = (host: string, args: readonly string[]): Promise<string> => net.exec(host, toolPath('nft') ?? 'nft', args);
 
   /** Both tables and their chains in `host`, once. */
   const prepare = (host: string): Promise<void> => {
