@@ -183,8 +183,10 @@ function downTime(rng: Rng, kind: FaultKind): number {
       return rng.int(1_000, 6_000);
     case 'net_latency':
       return rng.int(5_000, 15_000);
-    case 'link_loss_dup':
     case 'nats_node_isolated':
+      // Past NATS's lost-quorum step-down too: an isolated leader was seen still leading its streams after 8 s.
+      return rng.int(2_000, 15_000);
+    case 'link_loss_dup':
     case 'net_asymmetric':
       return rng.int(2_000, 8_000);
     case 'gateway_nats_partition':
