@@ -12,11 +12,11 @@ import { cpus, totalmem } from 'node:os';
 import { decodeEventId } from '@tether/protocol';
 import { logLayout, namespaceNames, partitionOf, resolveConfig, SessionLog } from '@tether/session-log';
 import type { NatsServer } from '@tether/testing';
-import { check, groupByStream, tally, UPSTREAM_TOOLS } from './checker.js';
-import type { CheckResult, ToolNames, Violation } from './checker.js';
+import { check, groupByStream, tally } from './checker.js';
+import type { CheckResult, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
 import { defaultLoad, GATEWAY_TARGET, SDK_EXAMPLE_TARGET } from './client-context.js';
-import type { ClientContext, LoadShape, RouteName } from './client-context.js';
+import type { ClientContext, LoadShape, RouteName, TargetShape } from './client-context.js';
 import { DEFAULT_SELECTION, planFaults, runFaults } from './faults.js';
 import type { FaultRecord, FaultSelection } from './faults.js';
 import { startLogTap } from './log-tap.js';
@@ -30,6 +30,8 @@ import type { StreamForensics } from './replica-forensics.js';
 import { Recorder } from './record.js';
 import { SdkClientRunner } from './sdk-client.js';
 import { startChaosStack } from './stack.js';
+import { upstreamNamesOf } from './upstreams.js';
+import type { UpstreamSet } from './upstreams.js';
 import type { HostNetwork } from './net/hosts.js';
 import { createPlacement } from './net/placement.js';
 import { TaskPart } from './task-run.js';
@@ -82,10 +84,14 @@ export interface ChaosOptions {
    * host of its own (`net/placement.ts`). Default none: loopback, as before.
    */
   readonly net?: HostNetwork;
+  /**
+   * The upstreams behind the gateways (`--upstreams`): `kit` (the test
+   * kit's two), `everything` (the reference server, `/everything/mcp`),
+   * `v2` (an SDK v2 `createMcpHandler` server, `/v2/mcp`). Clients are dealt
+   * to the routes in turn. Default `['kit']`: the run as before.
+   */
+  readonly upstreams?: readonly UpstreamSet[];
 }
-
-/** The SDK example's streaming tool and its result. */
-const SDK_EXAMPLE_TOOLS: ToolNames = { progress: 'stream', resultText: (count) => `streamed ${count}` };
 
 export interface ChaosReport {
   /** What ran: target, log mode and partitions, nats-server, sync, and the fault kinds with their weights. */
@@ -96,6 +102,8 @@ export interface ChaosReport {
   readonly clients: { readonly raw: number; readonly sdk: number };
   readonly machine: Readonly<Record<string, string | number>>;
   readonly streams: Readonly<Record<string, number>> & { readonly total: number };
+  /** With `--upstreams`: per route path, its streams by class, its resumes and its tool calls (`calls`, `results`). */
+  readonly routes?: Readonly<Record<string, Readonly<Record<string, number>>>>;
   readonly events: { readonly delivered: number; readonly logged: number };
   /** GETs with Last-Event-ID; `delivering`: those that delivered at least one event after the cursor. */
   readonly resumes: { readonly total: number; readonly delivering: number; readonly byClient: Readonly<Record<string, number>>; readonly byOutcome: Readonly<Record<string, number>> };
@@ -140,10 +148,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const targetName = options.target ?? 'gateway';
   const logMode = options.log ?? 'nats';
   const selection = options.faults ?? DEFAULT_SELECTION;
+  const upstreamNames = targetName === 'sdk-example' ? [] : upstreamNamesOf(options.upstreams ?? ['kit']);
+  const target: TargetShape = targetName === 'sdk-example' ? SDK_EXAMPLE_TARGET : { routes: Object.fromEntries(upstreamNames.map((name) => [name, GATEWAY_TARGET.routes[name]])) };
+  const routes = Object.keys(target.routes) as RouteName[];
   const parts =
     targetName === 'sdk-example'
       ? '3 SDK example instances'
-      : `2 upstreams, 3 gateways${logMode === 'grpc' ? ' on --log grpc:// (2 session-log services)' : ''}`;
+      : `${upstreamNames.length} upstreams${upstreamNames.length === 2 && upstreamNames[0] === 'store' ? '' : ` (${upstreamNames.join(', ')})`}, 3 gateways${logMode === 'grpc' ? ' on --log grpc:// (2 session-log services)' : ''}`;
   const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName, logMode);
   // Before the gateways: their tool catalog reads the task upstream's tools.
   const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients! }) : undefined;
@@ -159,6 +170,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     sync: options.sync ?? 'default',
     logPartitions,
     natsProxies: selection.some((s) => s.kind === 'gateway_nats_cut'),
+    ...(options.upstreams === undefined ? {} : { upstreams: options.upstreams }),
   }).catch(async (err: unknown) => {
     await placement?.close();
     await taskPart?.close();
@@ -181,16 +193,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       hardStop: hardStop.signal,
       slowStreams: new Map(),
       load,
-      target: targetName === 'sdk-example' ? SDK_EXAMPLE_TARGET : GATEWAY_TARGET,
+      target,
     };
     const names: string[] = [];
+    /** Each client's route path, for the per-route counts. */
+    const pathOf = new Map<string, string>();
     const clients: Array<{ run(): Promise<void> }> = [];
     for (let i = 0; i < options.clients; i += 1) {
-      // The SDK example has one route; a gateway run puts half the clients on each upstream.
-      const route: RouteName = targetName === 'sdk-example' || i % 2 === 0 ? 'store' : 'plain';
+      // The SDK example has one route; a gateway run deals the clients to its routes in turn (half on each of the kit's two).
+      const route = routes[i % routes.length]!;
       const sdk = i % 3 === 0;
       const name = `${sdk ? 'sdk' : 'raw'}${i + 1}-${targetName === 'sdk-example' ? 'example' : route}`;
       names.push(name);
+      pathOf.set(name, target.routes[route]!.path);
       clients.push(sdk ? new SdkClientRunner(ctx, name, route, rng.fork(i)) : new RawClient(ctx, name, route, rng.fork(i)));
     }
     // Faults from 10% of the run (15 s at most) to its last stretch, which stays calm so streams can finish.
@@ -245,7 +260,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (isPurged({ key: u.key, record: u.record, how: 'absent' }, closed, u.readAt)) purged[u.partition]!.add(u.record.pos);
       else lost[u.partition]!.set(u.record.pos, u.record);
     }
-    const tools = targetName === 'sdk-example' ? SDK_EXAMPLE_TOOLS : UPSTREAM_TOOLS;
+    const tools = Object.values(target.routes).map((r) => r.tool);
     const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged, lost, tools, hardStopAt });
     const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed, unheld);
     const counts = tally(result);
@@ -293,6 +308,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         );
       }
     }
+    const byRoute: Record<string, Record<string, number>> = {};
+    if (options.upstreams !== undefined) {
+      for (const shape of Object.values(target.routes)) byRoute[shape.path] = { complete: 0, explicit: 0, open: 0, unfinished: 0, violation: 0, resumes: 0, calls: 0, results: 0 };
+      for (const st of result.streams) if (byRoute[st.path] !== undefined) bump(byRoute[st.path]!, st.cls);
+      for (const ex of recorder.exchanges) if (ex.method === 'GET' && ex.cursor !== undefined && byRoute[ex.path] !== undefined) bump(byRoute[ex.path]!, 'resumes');
+      for (const call of recorder.calls) {
+        const counts = byRoute[pathOf.get(call.client) ?? ''];
+        if (counts === undefined) continue;
+        bump(counts, 'calls');
+        if (call.outcome === 'result') bump(counts, 'results');
+      }
+    }
     const natsProxies: Record<string, { connections: number; resets: number; refused: number }> = {};
     for (const c of stack.natsClients) natsProxies[c.name] = { connections: c.proxy.stats.connections, resets: c.proxy.stats.resets, refused: c.proxy.stats.refused };
 
@@ -304,6 +331,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       clients: { raw: clients.length - Math.ceil(clients.length / 3), sdk: Math.ceil(clients.length / 3) },
       machine: machine(stack.config.natsBin),
       streams: { total: result.streams.length, ...counts.streams },
+      ...(options.upstreams === undefined ? {} : { routes: byRoute }),
       events: { delivered, logged: tap.stats.messages },
       resumes: { total: resumeTotal, delivering: resumesDelivering, byClient: resumesByClient, byOutcome: resumes },
       calls: { total: recorder.calls.length, byOutcome: callsByOutcome },

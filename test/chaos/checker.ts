@@ -27,6 +27,8 @@ import { bump } from './util.js';
 import type { Meaning } from './util.js';
 import { cursorLosses } from './cursor-loss.js';
 import { PATIENCE_ERROR } from './record.js';
+import { ALL_TOOLS } from './tools.js';
+import type { NumericArgs, ProgressTool } from './tools.js';
 import { writerChecks } from './writers.js';
 import type { WriterScan } from './writers.js';
 
@@ -74,19 +76,21 @@ export interface CheckInput {
   readonly purged: readonly ReadonlySet<number>[];
   /** Per partition: acknowledged events a power loss took from the log, by position (`power-loss.ts`): a client that had one is not judged against what replaced it. */
   readonly lost?: readonly ReadonlyMap<number, LogRecord>[];
-  /** The streaming tool and its result text. Default the test upstream's: `stream_progress`, `done <count>`. */
-  readonly tools?: ToolNames;
+  /**
+   * The streaming tools the clients call (`tools.ts`): a call's progress
+   * count and result text, from its recorded arguments. Default every
+   * known tool (`ALL_TOOLS`); a call of a tool not listed gets no payload
+   * verdict of its own (its stream is still judged against the log).
+   */
+  readonly tools?: readonly ProgressTool[];
   /** When the run's hard stop aborted every request, if it had to. */
   readonly hardStopAt?: number | undefined;
 }
 
-/** The tool whose progress and result the checker follows, and the result text it must end with. */
-export interface ToolNames {
-  readonly progress: string;
-  readonly resultText: (count: number) => string;
+/** The description of `name` among `tools`, if any. */
+function toolNamed(tools: readonly ProgressTool[], name: string | undefined): ProgressTool | undefined {
+  return name === undefined ? undefined : tools.find((t) => t.name === name);
 }
-
-export const UPSTREAM_TOOLS: ToolNames = { progress: 'stream_progress', resultText: (count) => `done ${count}` };
 
 export interface CheckResult {
   readonly streams: StreamReport[];
@@ -123,11 +127,12 @@ export interface StreamGroup {
 }
 
 /** A tool call's stream: the fresh POST that opened it names the request. */
-interface Opening {
+export interface Opening {
   readonly exchange: Exchange;
   readonly rpcId: string | undefined;
   readonly tool: string | undefined;
   readonly count: number | undefined;
+  readonly args: NumericArgs | undefined;
   readonly method: string | undefined;
 }
 
@@ -136,7 +141,7 @@ export function check(input: CheckInput): CheckResult {
   const logAnomalies: Violation[] = [];
   const streams: StreamReport[] = [];
   const verification = { eventsMatched: 0, foundByReadPage: 0, unverifiable: 0, readPageStreams: input.pages.size, readPageMismatches: 0, tapGaps: 0, deliveredThenLost: 0 };
-  const tools = input.tools ?? UPSTREAM_TOOLS;
+  const tools = input.tools ?? ALL_TOOLS;
   const writers: WriterScan = { streams: 0, takeovers: 0, reclaims: 0, violations: 0 };
   const partitions = input.partitions ?? 1;
   if (input.purged.length !== partitions || (input.lost !== undefined && input.lost.length !== partitions)) {
@@ -219,7 +224,7 @@ export function check(input: CheckInput): CheckResult {
         expected = 1;
         lastPos = 0;
       }
-      if (ex.method === 'POST' && ex.rpc !== undefined) opening = { exchange: ex, rpcId: ex.rpc.id, tool: ex.rpc.tool, count: ex.rpc.count, method: ex.rpc.method };
+      if (ex.method === 'POST' && ex.rpc !== undefined) opening = { exchange: ex, rpcId: ex.rpc.id, tool: ex.rpc.tool, count: ex.rpc.count, args: ex.rpc.args, method: ex.rpc.method };
       const seenHere = new Set<number>();
       for (const [i, event] of ex.events.entries()) {
         if (event.id === undefined) {
@@ -302,9 +307,12 @@ export function check(input: CheckInput): CheckResult {
 
   // What the SDK application saw: a result means progress 1, 2, …, count, each once, in order.
   for (const call of input.calls) {
-    if (call.clientKind !== 'sdk' || call.outcome !== 'result' || call.tool !== tools.progress || call.progress === undefined) continue;
-    const exact = call.progress.length === call.count && call.progress.every((p, i) => p === i + 1);
-    if (exact && call.text === tools.resultText(call.count)) continue;
+    const tool = toolNamed(tools, call.tool);
+    if (call.clientKind !== 'sdk' || call.outcome !== 'result' || tool === undefined || call.progress === undefined) continue;
+    const args = call.args ?? { count: call.count };
+    const count = tool.count(args) ?? call.count;
+    const exact = call.progress.length === count && call.progress.every((p, i) => p === i + 1);
+    if (exact && call.text === tool.resultText(args)) continue;
     violations.push({
       kind: 'sdk_progress',
       client: call.client,
@@ -313,7 +321,7 @@ export function check(input: CheckInput): CheckResult {
       exchange: call.postExchange,
       cursor: undefined,
       eventId: undefined,
-      expected: `1..${call.count}`,
+      expected: `1..${count}`,
       detail: `result "${call.text ?? ''}" after progress ${summarize(call.progress)}`,
     });
   }
@@ -400,7 +408,7 @@ function logChecks(key: string, records: readonly LogRecord[], out: Violation[],
 type Report = (kind: string, ex: Exchange | undefined, eventId: string | undefined, expected: string | undefined, detail: string) => void;
 
 /** Progress 1, 2, 3… without repeats or holes; one response per request (exported for its own test). */
-export function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report, tools: ToolNames = UPSTREAM_TOOLS): void {
+export function payloadChecks(group: StreamGroup, opening: Opening | undefined, ordered: readonly { id: string; event: DeliveredEvent; exchange: Exchange }[], v: Report, tools: readonly ProgressTool[] = ALL_TOOLS): void {
   const progress = new Map<string, number>();
   const responses = new Map<string, string>();
   /** The last logging message seen on stream 0, and the call that sent it. */
@@ -424,11 +432,15 @@ export function payloadChecks(group: StreamGroup, opening: Opening | undefined, 
       lastLog = { seq: m.seq, call: m.call };
     }
   }
-  if (opening?.tool === tools.progress && opening.rpcId !== undefined && opening.count !== undefined) {
+  // A streaming tool's result: after exactly the progress its arguments ask for, with its exact text.
+  const tool = toolNamed(tools, opening?.tool);
+  const args = opening?.args ?? (opening?.count === undefined ? undefined : { count: opening.count });
+  const count = tool === undefined || args === undefined ? undefined : tool.count(args);
+  if (opening !== undefined && tool !== undefined && args !== undefined && opening.rpcId !== undefined && count !== undefined) {
     const response = ordered.find((e) => e.event.meaning.t === 'response' && e.event.meaning.id === opening.rpcId)?.event.meaning;
     if (response?.t === 'response' && response.ok) {
       const got = [...progress.values()][0] ?? 0;
-      if (got !== opening.count || response.text !== tools.resultText(opening.count)) v('incomplete_result', opening.exchange, undefined, String(opening.count), `result "${response.text}" after ${got} progress events`);
+      if (got !== count || response.text !== tool.resultText(args)) v('incomplete_result', opening.exchange, undefined, String(count), `result "${response.text}" after ${got} progress events`);
     }
   }
 }

@@ -1,31 +1,61 @@
 import type { Recorder } from './record.js';
 import type { Rng } from '../shared/random.js';
+import { EVERYTHING_TOOL, KIT_TOOL, SDK_EXAMPLE_TOOL, V2_TOOL } from './tools.js';
+import type { ProgressTool } from './tools.js';
 
-/** The MCP routes of the chaos gateways: one upstream keeps an event store, the other does not. */
+/**
+ * The MCP routes of the chaos gateways: the test kit's upstream with an
+ * event store and without one, and with `--upstreams` the reference server
+ * and an SDK v2 server (`stack.ts` starts what a run asks for).
+ */
 export const Routes = {
   /** Upstream with the SDK's InMemoryEventStore: a lost writer is resumed upstream (nested resume). */
   store: '/mcp',
   /** Upstream without an event store: a lost writer ends its stream as `abandoned`. */
   plain: '/plain/mcp',
+  /** `@modelcontextprotocol/server-everything` (SDK v1, sessions, its own per-session event store). */
+  everything: '/everything/mcp',
+  /** An SDK v2 `createMcpHandler` server: stateless in both eras, no event ids (a lost writer ends `abandoned`). */
+  v2: '/v2/mcp',
 } as const;
 export type RouteName = keyof typeof Routes;
 
 export const PROTOCOL_VERSION = '2025-11-25';
 
-/** What the clients drive: the gateways in front of the test upstreams, or the SDK example's fleet. */
-export interface TargetShape {
-  /** The MCP path of each route on the balancer. */
-  readonly paths: Readonly<Record<RouteName, string>>;
-  /** The streaming tool: progress 1..count on the request's token, then its result. */
-  readonly progressTool: string;
-  /** Whether the server has `notify_standalone` (logging messages on the GET stream). */
+/** One route as its clients see it. */
+export interface RouteShape {
+  /** Its MCP path on the balancer. */
+  readonly path: string;
+  /** Its streaming tool (progress 1..count on the request's token, then its result). */
+  readonly tool: ProgressTool;
+  /** Whether its server has `notify_standalone` (logging messages on the GET stream). */
   readonly standalone: boolean;
 }
 
-/** The gateways: `stream_progress` and `notify_standalone` of the test upstreams, on both routes. */
-export const GATEWAY_TARGET: TargetShape = { paths: Routes, progressTool: 'stream_progress', standalone: true };
+/** What the clients drive: the gateways in front of the upstreams, or the SDK example's fleet. */
+export interface TargetShape {
+  /** The routes a run has; a client is put on one of them. */
+  readonly routes: Readonly<Partial<Record<RouteName, RouteShape>>>;
+}
+
+/** The gateways: each route's upstream and its tool (`notify_standalone` on the test kit's only). */
+export const GATEWAY_TARGET: TargetShape = {
+  routes: {
+    store: { path: Routes.store, tool: KIT_TOOL, standalone: true },
+    plain: { path: Routes.plain, tool: KIT_TOOL, standalone: true },
+    everything: { path: Routes.everything, tool: EVERYTHING_TOOL, standalone: false },
+    v2: { path: Routes.v2, tool: V2_TOOL, standalone: false },
+  },
+};
 /** The SDK example (`examples/sdk-server`): `stream {count, delayMs}` at `/mcp`; nothing writes to its GET stream. */
-export const SDK_EXAMPLE_TARGET: TargetShape = { paths: { store: '/mcp', plain: '/mcp' }, progressTool: 'stream', standalone: false };
+export const SDK_EXAMPLE_TARGET: TargetShape = { routes: { store: { path: '/mcp', tool: SDK_EXAMPLE_TOOL, standalone: false } } };
+
+/** The shape of `route` in `target`. @throws Error when the target has no such route (a harness bug). */
+export function routeShape(target: TargetShape, route: RouteName): RouteShape {
+  const shape = target.routes[route];
+  if (shape === undefined) throw new Error(`chaos: the target has no route ${route}`);
+  return shape;
+}
 
 /**
  * Producer pacing of the `stream_progress` tool. At least 2 ms: the SDK's
@@ -93,7 +123,7 @@ export function takeSlow(ctx: ClientContext, client: string): boolean {
   return true;
 }
 
-/** A tool call's arguments for this client's next call. */
+/** The count and pace of this client's next call (each route's tool makes its arguments from them). */
 export function progressArgs(rng: Rng, load: LoadShape): { count: number; delayMs: number } {
   return { count: rng.int(load.minEvents, load.maxEvents), delayMs: Math.max(MIN_DELAY_MS, rng.int(load.minDelayMs, load.maxDelayMs)) };
 }

@@ -243,7 +243,7 @@ export async function runFaults(plan: readonly PlannedFault[], targets: FaultTar
     if (signal.aborted) break;
     const record: FaultRecord = { kind: fault.kind, plannedAtMs: fault.atMs, startedAtMs: 0, endedAtMs: undefined, target: '', ok: false, detail: '' };
     records.push(record);
-    const lock = lockOf(fault, records.length);
+    const lock = lockOf(fault, records.length, targets.stack);
     running.push(
       exclusive(lock, async () => {
         record.startedAtMs = Date.now() - t0;
@@ -263,8 +263,13 @@ export async function runFaults(plan: readonly PlannedFault[], targets: FaultTar
   return records;
 }
 
+/** The upstream an `upstream_restart` aims at: the stack's (`store`, `plain`, then any of `--upstreams`), by the fault's target. */
+function upstreamOf(stack: ChaosStack, target: number): UpstreamName {
+  return stack.upstreamNames[target % Math.max(1, stack.upstreamNames.length)] ?? 'store';
+}
+
 /** Faults on one component run one at a time: gateways (and their NATS cuts), NATS, each upstream. */
-function lockOf(fault: PlannedFault, n: number): string {
+function lockOf(fault: PlannedFault, n: number, stack: ChaosStack): string {
   switch (fault.kind) {
     case 'gateway_sigkill':
     case 'gateway_sigterm_drain':
@@ -285,7 +290,7 @@ function lockOf(fault: PlannedFault, n: number): string {
     case 'link_loss_dup':
       return fault.kind;
     case 'upstream_restart':
-      return `upstream-${fault.target % 2}`;
+      return `upstream-${upstreamOf(stack, fault.target)}`;
     default:
       return `free-${n}`;
   }
@@ -333,7 +338,7 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       return;
     }
     case 'upstream_restart': {
-      const name: UpstreamName = fault.target % 2 === 0 ? 'store' : 'plain';
+      const name = upstreamOf(stack, fault.target);
       (record as { target: string }).target = `upstream-${name}`;
       const began = Date.now();
       await stack.restartUpstream(name, fault.downMs);

@@ -5,8 +5,8 @@
  * recording exactly what the wire delivered. It never judges what it gets;
  * the checker does.
  */
-import { MIN_DELAY_MS, PROTOCOL_VERSION, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
-import type { ClientContext, RouteName } from './client-context.js';
+import { MIN_DELAY_MS, PROTOCOL_VERSION, SLOW_FACTOR, progressArgs, routeShape, takeSlow } from './client-context.js';
+import type { ClientContext, RouteName, RouteShape } from './client-context.js';
 import { PATIENCE_ERROR, SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, DeliveredEvent, Exchange } from './record.js';
 import { sleep, untilAborted } from './util.js';
@@ -46,8 +46,12 @@ export class RawClient {
     this.#rng = rng;
   }
 
+  get #shape(): RouteShape {
+    return routeShape(this.#ctx.target, this.route);
+  }
+
   get #url(): string {
-    return `${this.#ctx.baseUrl}${this.#ctx.target.paths[this.route]}`;
+    return `${this.#ctx.baseUrl}${this.#shape.path}`;
   }
 
   /** Calls tools until the run's stop time; in-flight calls finish (or give up) after it. */
@@ -60,8 +64,11 @@ export class RawClient {
         continue;
       }
       failures = 0;
-      if (this.#rng.chance(this.#ctx.target.standalone ? STANDALONE_CHANCE : 0)) await this.#standalone();
-      else await this.#call(this.#ctx.target.progressTool, progressArgs(this.#rng, this.#ctx.load));
+      if (this.#rng.chance(this.#shape.standalone ? STANDALONE_CHANCE : 0)) await this.#standalone();
+      else {
+        const pace = progressArgs(this.#rng, this.#ctx.load);
+        await this.#call(this.#shape.tool.name, pace, this.#shape.tool.args(pace.count, pace.delayMs));
+      }
       await sleep(this.#ctx.load.thinkMs, this.#ctx.hardStop);
     }
   }
@@ -88,9 +95,11 @@ export class RawClient {
   /**
    * One tool call: POST, read its stream with random cuts, resume after each
    * break until the response arrived and the stream closed, or an explicit
-   * verdict, or the call's patience ran out.
+   * verdict, or the call's patience ran out. `pace`: the progress events
+   * the call asks for and their spacing; `args`: the tool's own arguments
+   * for them.
    */
-  async #call(tool: string, args: { count: number; delayMs: number }, slowAllowed = true): Promise<void> {
+  async #call(tool: string, pace: { count: number; delayMs: number }, args: Record<string, number>, slowAllowed = true): Promise<void> {
     const slow = slowAllowed && takeSlow(this.#ctx, this.name);
     const id = this.#nextId++;
     const rpcId = JSON.stringify(id);
@@ -98,15 +107,18 @@ export class RawClient {
     const sessionId = this.#session;
     const startedAt = Date.now();
     const deadline = startedAt + this.#ctx.load.callTimeoutMs * (slow ? 3 : 1);
-    const slowMs = slow ? SLOW_FACTOR * Math.max(MIN_DELAY_MS, args.delayMs) : 0;
+    const slowMs = slow ? SLOW_FACTOR * Math.max(MIN_DELAY_MS, pace.delayMs) : 0;
     let postExchange: number | undefined;
     const outcome = (o: Pick<CallOutcome, 'outcome'> & Partial<CallOutcome>): void =>
-      this.#ctx.recorder.call({ client: this.name, clientKind: 'raw', tool, count: args.count, rpcId, sessionId, slow, at: Date.now(), postExchange, ...o });
+      this.#ctx.recorder.call({ client: this.name, clientKind: 'raw', tool, count: pace.count, args, rpcId, sessionId, slow, at: Date.now(), postExchange, ...o });
 
     const first = await this.#send('POST', { body, session: sessionId, slow });
     postExchange = first.exchange.n;
     if (first.res === undefined) return outcome({ outcome: 'transport', detail: first.exchange.error });
-    if (first.res.status === 404) this.#session = undefined;
+    // 404: the session is gone. 400 too: server-everything answers an id it
+    // does not know (after its restart) with 400, never 404, and so does the
+    // gateway in front of it; an application starts over either way.
+    if (first.res.status === 404 || first.res.status === 400) this.#session = undefined;
     if (!isSse(first.res)) return outcome({ outcome: 'http', code: first.res.status, detail: first.exchange.bodyError?.message });
 
     const state: StreamState = { lastId: undefined, ids: [], response: undefined };
@@ -190,7 +202,7 @@ export class RawClient {
         end = await this.#read(resumed, this.#plan(0), onEvent);
       }
     })();
-    await this.#call('notify_standalone', { count, delayMs: 3 }, false);
+    await this.#call('notify_standalone', { count, delayMs: 3 }, { count, delayMs: 3 }, false);
     // Messages may still be on their way through the log.
     stopAt = Date.now() + 2_000;
     // The stop is checked on each event; a stream that sends none is closed here (it used to wait for the hard stop).
@@ -223,7 +235,7 @@ export class RawClient {
       client: this.name,
       clientKind: 'raw',
       method,
-      path: this.#ctx.target.paths[this.route],
+      path: this.#shape.path,
       sessionId: opts.session,
       cursor: opts.cursor,
       body: opts.body,

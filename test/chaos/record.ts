@@ -6,6 +6,8 @@
  */
 import { SseParser, isResumeAck, parseResumeAck } from '@tether/protocol';
 import type { DecodeResult, ResumeAck, SseMessage } from '@tether/protocol';
+import { numericArgs } from './tools.js';
+import type { NumericArgs } from './tools.js';
 import { digest, meaningOf } from './util.js';
 import type { Meaning } from './util.js';
 
@@ -31,6 +33,8 @@ export interface RpcFacts {
   readonly id: string | undefined;
   readonly tool: string | undefined;
   readonly count: number | undefined;
+  /** The call's numeric arguments (what the checker's tool descriptions read; no other part of the body is kept). */
+  readonly args?: NumericArgs | undefined;
   readonly token: string | undefined;
 }
 
@@ -72,7 +76,10 @@ export interface CallOutcome {
   readonly client: string;
   readonly clientKind: ClientKind;
   readonly tool: string;
+  /** The progress events the call asked for. */
   readonly count: number;
+  /** The tool's arguments (numbers), as sent. */
+  readonly args?: NumericArgs | undefined;
   /** JSON-encoded request id. */
   readonly rpcId: string;
   readonly sessionId: string | undefined;
@@ -213,11 +220,13 @@ function rpcFacts(body: string): RpcFacts | undefined {
   try {
     const m = JSON.parse(body) as { method?: unknown; id?: unknown; params?: { name?: unknown; arguments?: { count?: unknown }; _meta?: { progressToken?: unknown } } };
     if (typeof m !== 'object' || m === null || Array.isArray(m)) return undefined;
+    const args = numericArgs(m.params?.arguments);
     return {
       method: typeof m.method === 'string' ? m.method : undefined,
       id: m.id === undefined ? undefined : JSON.stringify(m.id),
       tool: typeof m.params?.name === 'string' ? m.params.name : undefined,
       count: typeof m.params?.arguments?.count === 'number' ? m.params.arguments.count : undefined,
+      ...(args === undefined ? {} : { args }),
       token: m.params?._meta?.progressToken === undefined ? undefined : String(m.params._meta.progressToken),
     };
   } catch {

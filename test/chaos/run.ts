@@ -28,11 +28,13 @@ import { CLIENTS_HOST, hostsFor } from './net/placement.js';
 import type { FaultKind, FaultSelection } from './faults.js';
 import type { LogMode, SyncMode, TargetName } from './stack.js';
 import { formatSummary } from './summary.js';
+import { parseUpstreamSets } from './upstreams.js';
+import type { UpstreamSet } from './upstreams.js';
 import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--sync always] [--faults default,KIND[=W],…]
-                        [--task-clients 2] [--log-partitions 1] [--net hosts|cleanup]
+                        [--task-clients 2] [--log-partitions 1] [--net hosts|cleanup] [--upstreams kit,everything,v2]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -49,6 +51,11 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
   --target       gateway: three gateways in front of two test upstreams (default); sdk-example: three
                  tether-sdk-example processes (examples/sdk-server) behind the balancer instead
   --sync         always: every node runs with jetstream { sync_interval: always } (default: the server's)
+  --upstreams    the upstreams behind the gateways, each on its route, comma separated (default kit: the test kit's
+                 two, /mcp with an event store and /plain/mcp without); everything: the reference server
+                 @modelcontextprotocol/server-everything on /everything/mcp (its trigger-long-running-operation);
+                 v2: an SDK v2 createMcpHandler server, stateless, on /v2/mcp (its stream tool); all: every one.
+                 Clients are dealt to the routes in turn; upstream_restart picks any of them
   --task-clients 2026-07-28 clients of the gateways' durable tasks (default 2; 0 for none), on their own route
                  (/tasks/mcp, the test kit's task upstream); each gateway_sigkill then aims at a task's runner.
                  Gateways only, log in-process: on --log grpc:// they serve no tasks, and none run (the summary says so)
@@ -84,7 +91,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions', 'net'];
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions', 'net', 'upstreams'];
 /** Set (to the network's JSON) in the harness that `--net hosts` starts inside the clients host. */
 const NET_ENV = 'TETHER_CHAOS_NET';
 
@@ -121,6 +128,7 @@ async function main(): Promise<number> {
   let taskClients: number;
   let logPartitions: number;
   let netMode: 'hosts' | undefined;
+  let upstreams: UpstreamSet[] | undefined;
   try {
     args = parseArgs(process.argv.slice(2));
     durationMs = parseDuration(args['duration'] ?? '60s');
@@ -140,6 +148,8 @@ async function main(): Promise<number> {
     log = (args['log'] ?? 'nats') as LogMode;
     if (log !== 'nats' && log !== 'grpc') throw new Error(`--log must be nats or grpc, got ${args['log']}`);
     if (target === 'sdk-example' && log === 'grpc') throw new Error('--log grpc needs --target gateway: the SDK example holds its log in-process');
+    upstreams = args['upstreams'] === undefined ? undefined : parseUpstreamSets(args['upstreams']);
+    if (target === 'sdk-example' && upstreams !== undefined) throw new Error('--upstreams needs --target gateway: the SDK example serves its own tools');
     sync = args['sync'] === undefined ? 'default' : (args['sync'] as SyncMode);
     if (sync !== 'always' && sync !== 'default') throw new Error(`--sync must be always (or default), got ${args['sync']}`);
     if (args['net'] !== undefined && args['net'] !== 'hosts' && args['net'] !== 'cleanup') throw new Error(`--net must be hosts or cleanup, got ${args['net']}`);
@@ -192,6 +202,7 @@ async function main(): Promise<number> {
     faults,
     taskClients,
     logPartitions,
+    ...(upstreams === undefined ? {} : { upstreams }),
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`\n${formatSummary(report, command)}\n`);

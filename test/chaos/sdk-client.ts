@@ -10,7 +10,7 @@ import { CallToolResultSchema, LoggingMessageNotificationSchema, McpError } from
 import { createResumeGuard } from '@tether/resume-guard';
 import { connectSdkClient } from '@tether/testing';
 import type { SdkClient } from '@tether/testing';
-import { MIN_DELAY_MS, SLOW_FACTOR, progressArgs, takeSlow } from './client-context.js';
+import { MIN_DELAY_MS, SLOW_FACTOR, progressArgs, routeShape, takeSlow } from './client-context.js';
 import type { ClientContext, RouteName } from './client-context.js';
 import { SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, Exchange } from './record.js';
@@ -73,7 +73,7 @@ export class SdkClientRunner {
         }),
     });
     try {
-      this.#sdk = await connectSdkClient(`${this.#ctx.baseUrl}${this.#ctx.target.paths[this.route]}`, {
+      this.#sdk = await connectSdkClient(`${this.#ctx.baseUrl}${routeShape(this.#ctx.target, this.route).path}`, {
         fetch: guard.fetch as typeof fetch,
         // Patient: a NATS leader election or a gateway restart can take seconds.
         reconnection: { initialReconnectionDelay: 100, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1.5, maxRetries: 100 },
@@ -94,14 +94,16 @@ export class SdkClientRunner {
   /** One tool call; false when the client should start over with a fresh session. */
   async #call(): Promise<boolean> {
     const sdk = this.#sdk!;
-    const standalone = this.#rng.chance(this.#ctx.target.standalone ? STANDALONE_CHANCE : 0);
-    const tool = standalone ? 'notify_standalone' : this.#ctx.target.progressTool;
-    const args = standalone ? { count: this.#rng.int(5, 30), delayMs: 3 } : progressArgs(this.#rng, this.#ctx.load);
+    const shape = routeShape(this.#ctx.target, this.route);
+    const standalone = this.#rng.chance(shape.standalone ? STANDALONE_CHANCE : 0);
+    const tool = standalone ? 'notify_standalone' : shape.tool.name;
+    const pace = standalone ? { count: this.#rng.int(5, 30), delayMs: 3 } : progressArgs(this.#rng, this.#ctx.load);
+    const args = standalone ? pace : shape.tool.args(pace.count, pace.delayMs);
     const slow = !standalone && takeSlow(this.#ctx, this.name);
-    this.#slowMs = slow ? SLOW_FACTOR * Math.max(MIN_DELAY_MS, args.delayMs) : 0;
+    this.#slowMs = slow ? SLOW_FACTOR * Math.max(MIN_DELAY_MS, pace.delayMs) : 0;
     const progress: number[] = [];
     const sessionId = sdk.transport.sessionId;
-    const base = { client: this.name, clientKind: 'sdk' as const, tool, count: args.count, sessionId, slow };
+    const base = { client: this.name, clientKind: 'sdk' as const, tool, count: pace.count, args, sessionId, slow };
     // The SDK numbers requests itself; the tap learns the id from the POST body.
     const rpcIdBox: { id: string; exchange?: number } = { id: '' };
     this.#pendingCall = rpcIdBox;
@@ -144,7 +146,7 @@ export class SdkClientRunner {
       client: this.name,
       clientKind: 'sdk',
       method,
-      path: this.#ctx.target.paths[this.route],
+      path: routeShape(this.#ctx.target, this.route).path,
       sessionId: headers.get('mcp-session-id') ?? undefined,
       cursor: method === 'GET' ? (headers.get('last-event-id') ?? undefined) : undefined,
       body,

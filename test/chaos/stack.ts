@@ -4,7 +4,9 @@
  * request to the next process) one of two targets:
  *
  * - `gateway` (default): two SDK upstreams in their own processes (one with
- *   an event store, one without) and three gateway processes, with the log
+ *   an event store, one without; with `upstreams`, also or instead the
+ *   reference server `server-everything` on `/everything/mcp` and an SDK v2
+ *   `createMcpHandler` server on `/v2/mcp`) and three gateway processes, with the log
  *   in-process on NATS (`--log nats`, default) or through two session-log
  *   services (`--log grpc`: gateway i uses service i mod 2);
  * - `sdk-example`: three `tether-sdk-example` processes (the official-SDK
@@ -39,6 +41,8 @@ import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testi
 import { Routes } from './client-context.js';
 import { startNatsProxy } from './nats-proxy.js';
 import { TASK_ROUTE } from './task-client.js';
+import { upstreamNamesOf } from './upstreams.js';
+import type { UpstreamName, UpstreamSet } from './upstreams.js';
 import type { NatsProxy } from './nats-proxy.js';
 import type { NetHandles, Placement } from './net/placement.js';
 import { sleep } from './util.js';
@@ -48,10 +52,12 @@ const GATEWAY_MAIN = fileURLToPath(new URL('../../services/gateway/dist/main.js'
 const SESSION_LOG_MAIN = fileURLToPath(new URL('../../services/session-log/dist/main.js', import.meta.url));
 const SDK_EXAMPLE_MAIN = fileURLToPath(new URL('./sdk-example-main.ts', import.meta.url));
 const UPSTREAM_MAIN = fileURLToPath(new URL('../shared/mcp-upstream-main.ts', import.meta.url));
+const EVERYTHING_MAIN = fileURLToPath(new URL('./everything-main.ts', import.meta.url));
+const V2_UPSTREAM_MAIN = fileURLToPath(new URL('./v2-upstream-main.ts', import.meta.url));
 /** The gateways' credential at the session-log services (`--log grpc`). */
 const LOG_TOKEN = { name: 'chaos-gateways', secret: 'chaos-secret-token' };
 
-export type UpstreamName = 'store' | 'plain';
+export type { UpstreamName } from './upstreams.js';
 export type LogMode = 'nats' | 'grpc';
 export type TargetName = 'gateway' | 'sdk-example';
 export type SyncMode = 'default' | 'always';
@@ -102,6 +108,8 @@ export interface ChaosStackOptions {
    * flags as before.
    */
   readonly taskUpstreamUrl?: string | undefined;
+  /** The upstreams behind the gateways (`gateway` target), each on its route. Default `['kit']`: the test kit's two, as before. */
+  readonly upstreams?: readonly UpstreamSet[];
   /**
    * `--net hosts` (`net/placement.ts`): every process in a host of its own,
    * the cluster in three, every link from a process to NATS or an upstream
@@ -125,6 +133,8 @@ export interface StackConfig {
   readonly natsProxies: boolean;
   /** `hosts` with `--net hosts`; absent otherwise. */
   readonly net?: 'hosts';
+  /** The upstream sets, when not the test kit's alone (`--upstreams`); absent otherwise. */
+  readonly upstreams?: readonly UpstreamSet[];
 }
 
 export interface ChaosStack {
@@ -135,8 +145,10 @@ export interface ChaosStack {
   readonly proxy: RoundRobinProxy;
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
-  /** The test upstreams (`gateway` target only). */
-  readonly upstreams: Readonly<Record<UpstreamName, Upstream>> | undefined;
+  /** The upstreams (`gateway` target only), by name. */
+  readonly upstreams: Readonly<Partial<Record<UpstreamName, Upstream>>> | undefined;
+  /** Their names, in `upstreamNamesOf` order (empty for the SDK example). */
+  readonly upstreamNames: readonly UpstreamName[];
   /** The processes behind the balancer: gateways, or SDK example instances. */
   readonly gateways: readonly GatewaySlot[];
   /** The session-log services (`--log grpc`). */
@@ -151,7 +163,7 @@ export interface ChaosStack {
   drainGateway(slot: number): Promise<{ code: number | null; signal: string | null; ms: number }>;
   /** A new process in the slot (new port), put in the balancer's rotation. */
   startGateway(slot: number): Promise<void>;
-  /** Crash and restart an upstream on the same port: it forgets every session. */
+  /** Crash and restart an upstream on the same port: it forgets every session (the v2 one has none). */
   restartUpstream(name: UpstreamName, downMs: number): Promise<void>;
   teardown(): Promise<void>;
 }
@@ -215,11 +227,15 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       if (options.gatewayLogDir !== undefined) teeLines(proc, join(options.gatewayLogDir, `${instance}.log`), logs);
     };
 
-    let upstreams: Record<UpstreamName, Upstream> | undefined;
+    let upstreams: Partial<Record<UpstreamName, Upstream>> | undefined;
+    const upstreamSets = options.upstreams ?? ['kit'];
+    const upstreamNames = target === 'gateway' ? upstreamNamesOf(upstreamSets) : [];
+    if (target === 'gateway' && upstreamNames.length === 0) throw new Error('no upstreams: name at least one of kit, everything, v2');
+    const upstreamMain = (name: UpstreamName): string[] => (name === 'everything' ? [EVERYTHING_MAIN] : name === 'v2' ? [V2_UPSTREAM_MAIN] : [UPSTREAM_MAIN, ...(name === 'store' ? ['--event-store'] : [])]);
     const startUpstream = async (name: UpstreamName, port: number): Promise<ServiceProcess> => {
       const proc = await startServiceProcess({
         name: `upstream-${name}`,
-        ...spawnIn('up', ['--import', 'tsx', UPSTREAM_MAIN, '--port', String(port), ...(name === 'store' ? ['--event-store'] : [])]),
+        ...spawnIn('up', ['--import', 'tsx', ...upstreamMain(name), '--port', String(port)]),
         cwd: ROOT,
         readyLine: (json) => json.msg === 'listening',
         readyTimeoutMs: 30_000,
@@ -230,8 +246,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       return proc;
     };
     if (target === 'gateway') {
-      upstreams = {} as Record<UpstreamName, Upstream>;
-      for (const name of ['store', 'plain'] as const) {
+      upstreams = {};
+      for (const name of upstreamNames) {
         const proc = await startUpstream(name, 0);
         upstreams[name] = { name, port: proc.port!, url: `http://127.0.0.1:${proc.port}/mcp`, process: proc };
       }
@@ -286,7 +302,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         GATEWAY_MAIN,
         ...hostFlag(slot.name),
         ...['--port', '0', ...logFlags],
-        ...['--upstream', upstreams!.store.url, '--route', `${Routes.plain}=${upstreams!.plain.url}`],
+        // The kit's event-store upstream is the default route (/mcp); every other is a --route on its path.
+        ...upstreamNames.flatMap((name) => (name === 'store' ? ['--upstream', upstreams![name]!.url] : ['--route', `${Routes[name]}=${upstreams![name]!.url}`])),
         ...(options.taskUpstreamUrl === undefined ? [] : ['--route', `${TASK_ROUTE}=${options.taskUpstreamUrl}`, '--task-retry', 'idempotent']),
         ...['--instance-id', instance, '--heartbeat', '1s', '--retry', '200', '--drain-timeout', '5s'],
       ];
@@ -314,12 +331,13 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const rotate = (): void => proxy.setTargets(gateways.flatMap((g) => (g.origin === undefined ? [] : [g.origin])));
 
     return {
-      config: { target, log: logMode, natsBin, natsVersion, sync, logPartitions, instances: INSTANCES, logServices: logServices.length, natsProxies, ...(placement === undefined ? {} : { net: 'hosts' as const }) },
+      config: { target, log: logMode, natsBin, natsVersion, sync, logPartitions, instances: INSTANCES, logServices: logServices.length, natsProxies, ...(placement === undefined ? {} : { net: 'hosts' as const }), ...(upstreamSets.length === 1 && upstreamSets[0] === 'kit' ? {} : { upstreams: upstreamSets }) },
       cluster,
       streamNames,
       proxy,
       baseUrl: proxy.url,
       upstreams,
+      upstreamNames,
       gateways,
       logServices,
       natsClients,
@@ -360,6 +378,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       async restartUpstream(name, downMs) {
         if (upstreams === undefined) throw new Error('no upstreams: the SDK example serves its own tools');
         const upstream = upstreams[name];
+        if (upstream === undefined) throw new Error(`no upstream ${name} in this run`);
         await upstream.process.kill();
         await sleep(downMs);
         for (let attempt = 1; ; attempt += 1) {

@@ -15,11 +15,15 @@ export function formatSummary(report: ChaosReport, command: string): string {
   lines.push(`run: ${report.durationMs / 1000}s of load, ${(report.wallMs / 1000).toFixed(1)}s wall, ${report.clients.raw} raw SSE clients + ${report.clients.sdk} SDK clients with the resume guard, seed ${report.seed}`);
   const c = report.config;
   const behind = c.target === 'sdk-example' ? `${c.instances} tether-sdk-example processes` : `${c.instances} gateways, log ${c.log === 'grpc' ? `over gRPC (--log grpc://, ${c.logServices} session-log services)` : 'in-process on NATS'}`;
-  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, ${c.logPartitions === 1 ? 'the log on one stream' : `the log on ${c.logPartitions} partitions (--log-partitions)`}, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}${c.net === 'hosts' ? ', every process in a network namespace of its own (--net hosts)' : ''}`);
+  lines.push(`config: target ${c.target} (${behind}); nats-server ${c.natsVersion}, 3 nodes, R3, ${c.logPartitions === 1 ? 'the log on one stream' : `the log on ${c.logPartitions} partitions (--log-partitions)`}, sync_interval ${c.sync === 'always' ? 'always' : 'default'}${c.natsProxies ? ', NATS clients behind their own proxies' : ''}${c.net === 'hosts' ? ', every process in a network namespace of its own (--net hosts)' : ''}${c.upstreams === undefined ? '' : `; upstreams ${c.upstreams.join(', ')} (--upstreams)`}`);
   lines.push(`fault kinds (weight): ${c.faults.map((f) => `${f.kind} (${f.weight})`).join(', ')}`);
   lines.push('');
   lines.push(`streams:             ${report.streams.total}`);
   for (const cls of ['complete', 'explicit', 'open', 'unfinished', 'violation']) lines.push(`  ${cls.padEnd(18)} ${report.streams[cls] ?? 0}`);
+  // With --upstreams: each route (upstream) on its own line.
+  for (const [path, n] of Object.entries(report.routes ?? {})) {
+    lines.push(`  ${path.padEnd(18)} ${['complete', 'explicit', 'open', 'unfinished', 'violation'].map((cls) => `${cls} ${n[cls] ?? 0}`).join(', ')}; ${n['resumes'] ?? 0} resumes; ${n['calls'] ?? 0} tool calls, ${n['results'] ?? 0} answered`);
+  }
   lines.push(`events delivered:    ${report.events.delivered} (log holds ${report.events.logged} messages)`);
   lines.push(`resumes:             ${report.resumes.total} (${report.resumes.delivering} delivered events after the cursor; raw ${report.resumes.byClient['raw'] ?? 0}, sdk ${report.resumes.byClient['sdk'] ?? 0})`);
   lines.push(`silent violations:   ${report.silentViolations.total}`);
