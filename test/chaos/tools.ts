@@ -4,7 +4,7 @@
  * and a pace, the checker reads back from the recorded arguments how many
  * progress events the call owes and the exact text of its result. Each is
  * "progress 1..count on the request's token (on the call's own stream),
- * then one text result"; `tools.int.test.ts` runs each real server and
+ * then one text result"; `upstreams.int.test.ts` runs each real server and
  * holds it to its description.
  */
 
