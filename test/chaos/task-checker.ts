@@ -48,6 +48,8 @@ export interface TaskCall {
   polls: number;
   /** tasks/get retried after a network error or a 502/503. */
   retries: number;
+  /** Time spent on reads the gateways could not answer (moves the deadline, `UNREADABLE_GRACE_MAX_MS`). */
+  unreadableMs: number;
   /** JSON-RPC errors answered to tasks/*, by `code message`. */
   readonly rpcErrors: Record<string, number>;
   /** 200 answers whose body did not parse as our JSON-RPC answer (any request of the task), and the first. */
@@ -188,7 +190,7 @@ export function checkTasks(calls: readonly TaskCall[], clients: number, inStore:
     const t = c.terminal;
     if (t === undefined) {
       stuck += 1;
-      flag('stuck', `still ${c.statuses.at(-1) ?? 'unread'} at its deadline; statuses ${c.statuses.join(' → ')}; store: ${describeRecord(c.record)}`);
+      flag('stuck', `still ${c.statuses.at(-1) ?? 'unread'} at its deadline; statuses ${c.statuses.join(' → ')}; ${c.polls} reads, ${c.retries} unanswered (${(c.unreadableMs / 1000).toFixed(1)} s); store: ${describeRecord(c.record)}`);
       if (c.victim) bump(victimEnds, `stuck${c.killed === undefined ? '' : ' (killed)'}`);
       continue;
     }

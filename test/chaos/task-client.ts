@@ -18,6 +18,13 @@ export const TASK_ROUTE = '/tasks/mcp';
 export const TASKS_PROTOCOL = '2026-07-28';
 /** A task still not terminal this long after its tool's own duration is stuck (longer than any takeover). */
 export const STUCK_AFTER_MS = 30_000;
+/**
+ * A task is judged by what the gateways answered, so time its client spent
+ * on reads they could not answer (502/503, no connection: a power loss, a
+ * leader election) moves its deadline, by this much at most: a task nobody
+ * could read is an outage the client saw explicitly, not a stuck task.
+ */
+export const UNREADABLE_GRACE_MAX_MS = 60_000;
 const POLL_MS = 100;
 /** Reads after the first terminal answer, each compared with it. */
 const TERMINAL_REREADS = 2;
@@ -101,7 +108,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 /** A new record of one call. */
 export function newCall(client: string, n: number, tool: string, expected: Expected, victim = false): TaskCall {
-  return { client, n, tool, expected, victim, startedAt: Date.now(), call: 'pending', statuses: [], laterDiffers: 0, polls: 0, retries: 0, rpcErrors: {}, unparseable: 0, cancelSent: false, answered: false, askedAgain: 0, end: 'none' };
+  return { client, n, tool, expected, victim, startedAt: Date.now(), call: 'pending', statuses: [], laterDiffers: 0, polls: 0, retries: 0, unreadableMs: 0, rpcErrors: {}, unparseable: 0, cancelSent: false, answered: false, askedAgain: 0, end: 'none' };
 }
 
 function unparseable(call: TaskCall, what: string, answer: { status: number; text: string }): void {
@@ -162,14 +169,16 @@ export async function follow(baseUrl: string, call: TaskCall, plan: FollowPlan):
   const createdAt = Date.now();
   let rereads = 0;
   for (;;) {
-    if (Date.now() > plan.settleBy() + STUCK_AFTER_MS) {
+    if (Date.now() > plan.settleBy() + STUCK_AFTER_MS + Math.min(call.unreadableMs, UNREADABLE_GRACE_MAX_MS)) {
       call.end = call.terminal === undefined ? 'deadline' : 'terminal';
       return;
     }
     call.polls += 1;
+    const askedAt = Date.now();
     const read = await taskMethod(baseUrl, call, 'tasks/get');
     if (read.t === 'retry') {
       call.retries += 1;
+      call.unreadableMs += Date.now() - askedAt + POLL_MS;
     } else if (read.t === 'error') {
       noteError(call, read.key);
     } else {
