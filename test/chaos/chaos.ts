@@ -286,7 +286,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const callsByOutcome: Record<string, number> = {};
     for (const call of recorder.calls) {
       const code = call.outcome === 'http' || call.outcome === 'refused' ? ` ${call.code ?? ''}` : '';
-      bump(callsByOutcome, `${call.clientKind} ${call.outcome}${code}${call.verdict === undefined ? '' : ` ${call.verdict}`}`);
+      bump(callsByOutcome, `${call.clientKind}${call.stateless === true ? ' 2026-07-28' : ''} ${call.outcome}${code}${call.verdict === undefined ? '' : ` ${call.verdict}`}`);
     }
     const faultCounts: Record<string, number> = {};
     for (const { kind } of selection) faultCounts[kind] = 0;

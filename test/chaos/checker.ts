@@ -326,6 +326,31 @@ export function check(input: CheckInput): CheckResult {
     });
   }
 
+  // A 2026-07-28 call (no session, nothing logged, read whole): its one response delivered
+  // progress 1, 2, …, count on its own token, each once, in order, then exactly its result.
+  const exchangeByN = input.calls.some((c) => c.stateless === true) ? new Map(input.exchanges.map((ex) => [ex.n, ex])) : new Map<number, Exchange>();
+  for (const call of input.calls) {
+    const tool = toolNamed(tools, call.tool);
+    const ex = call.postExchange === undefined ? undefined : exchangeByN.get(call.postExchange);
+    if (call.stateless !== true || call.outcome !== 'result' || tool === undefined || ex === undefined) continue;
+    const args = call.args ?? { count: call.count };
+    const count = tool.count(args) ?? call.count;
+    const progress = ex.events.flatMap((e) => (e.meaning.t === 'progress' ? [e.meaning] : []));
+    const exact = progress.length === count && progress.every((p, i) => p.progress === i + 1 && p.token === ex.rpc?.token);
+    if (exact && call.text === tool.resultText(args)) continue;
+    violations.push({
+      kind: 'stateless_progress',
+      client: call.client,
+      session: '',
+      stream: '',
+      exchange: call.postExchange,
+      cursor: undefined,
+      eventId: undefined,
+      expected: `1..${count}`,
+      detail: `result "${call.text ?? ''}" after progress ${summarize(progress.map((p) => p.progress))}${progress.some((p) => p.token !== ex.rpc?.token) ? ' (some on another token)' : ''}`,
+    });
+  }
+
   // Calls the guard failed with a violation (not a refusal): each one is a silent failure it caught.
   for (const g of input.guardViolations) {
     if (g.code === 'explicit_refusal') continue;

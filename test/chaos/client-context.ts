@@ -21,6 +21,24 @@ export const Routes = {
 export type RouteName = keyof typeof Routes;
 
 export const PROTOCOL_VERSION = '2025-11-25';
+/** The stateless revision: a request carries its version and client in `_meta`, and its method and name in headers. */
+export const STATELESS_PROTOCOL_VERSION = '2026-07-28';
+
+/** A 2026-07-28 `tools/call`'s body: its version, client and progress token (`<client>.<id>`) in `_meta`. */
+export function statelessCallBody(client: string, id: number, tool: string, args: Record<string, number>): string {
+  const meta = {
+    progressToken: `${client}.${id}`,
+    'io.modelcontextprotocol/protocolVersion': STATELESS_PROTOCOL_VERSION,
+    'io.modelcontextprotocol/clientInfo': { name: client, version: '0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  return JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: tool, arguments: args, _meta: meta } });
+}
+
+/** Its headers beside content type and accept: the version, and the method and tool for routing. */
+export function statelessCallHeaders(tool: string): Record<string, string> {
+  return { 'mcp-protocol-version': STATELESS_PROTOCOL_VERSION, 'mcp-method': 'tools/call', 'mcp-name': tool };
+}
 
 /** One route as its clients see it. */
 export interface RouteShape {
@@ -30,6 +48,12 @@ export interface RouteShape {
   readonly tool: ProgressTool;
   /** Whether its server has `notify_standalone` (logging messages on the GET stream). */
   readonly standalone: boolean;
+  /**
+   * The chance that a raw client's call is a 2026-07-28 one instead: no
+   * session, passed through by the gateways (nothing logged, nothing to
+   * resume), read whole. Only for a server that speaks that era (the v2 one).
+   */
+  readonly statelessChance?: number;
 }
 
 /** What the clients drive: the gateways in front of the upstreams, or the SDK example's fleet. */
@@ -44,7 +68,7 @@ export const GATEWAY_TARGET: TargetShape = {
     store: { path: Routes.store, tool: KIT_TOOL, standalone: true },
     plain: { path: Routes.plain, tool: KIT_TOOL, standalone: true },
     everything: { path: Routes.everything, tool: EVERYTHING_TOOL, standalone: false },
-    v2: { path: Routes.v2, tool: V2_TOOL, standalone: false },
+    v2: { path: Routes.v2, tool: V2_TOOL, standalone: false, statelessChance: 0.25 },
   },
 };
 /** The SDK example (`examples/sdk-server`): `stream {count, delayMs}` at `/mcp`; nothing writes to its GET stream. */

@@ -5,11 +5,11 @@
  * recording exactly what the wire delivered. It never judges what it gets;
  * the checker does.
  */
-import { MIN_DELAY_MS, PROTOCOL_VERSION, SLOW_FACTOR, progressArgs, routeShape, takeSlow } from './client-context.js';
+import { MIN_DELAY_MS, PROTOCOL_VERSION, SLOW_FACTOR, progressArgs, routeShape, statelessCallBody, statelessCallHeaders, takeSlow } from './client-context.js';
 import type { ClientContext, RouteName, RouteShape } from './client-context.js';
 import { PATIENCE_ERROR, SseRecorder, answered, recordJsonBody } from './record.js';
 import type { CallOutcome, DeliveredEvent, Exchange } from './record.js';
-import { sleep, untilAborted } from './util.js';
+import { digest, meaningOf, sleep, untilAborted } from './util.js';
 import type { Rng } from '../shared/random.js';
 import type { Meaning } from './util.js';
 
@@ -64,7 +64,10 @@ export class RawClient {
         continue;
       }
       failures = 0;
+      const stateless = this.#shape.statelessChance;
       if (this.#rng.chance(this.#shape.standalone ? STANDALONE_CHANCE : 0)) await this.#standalone();
+      // Drawn only on a route that has them: a run without such a route makes the same draws as before.
+      else if (stateless !== undefined && this.#rng.chance(stateless)) await this.#statelessCall(progressArgs(this.#rng, this.#ctx.load));
       else {
         const pace = progressArgs(this.#rng, this.#ctx.load);
         await this.#call(this.#shape.tool.name, pace, this.#shape.tool.args(pace.count, pace.delayMs));
@@ -159,6 +162,40 @@ export class RawClient {
   }
 
   /**
+   * A 2026-07-28 call: no session (the gateways pass it through, nothing
+   * logged), its version, client and progress token in `_meta`, its method
+   * and tool in the routing headers. Read whole: a stream of this era has
+   * no cursor to resume from, so a break is the call's end, which the
+   * client knows (`transport`).
+   */
+  async #statelessCall(pace: { count: number; delayMs: number }): Promise<void> {
+    const tool = this.#shape.tool;
+    const args = tool.args(pace.count, pace.delayMs);
+    const id = this.#nextId++;
+    const rpcId = JSON.stringify(id);
+    const body = statelessCallBody(this.name, id, tool.name, args);
+    const sent = await this.#send('POST', { body, session: undefined, stateless: tool.name });
+    const outcome = (o: Pick<CallOutcome, 'outcome'> & Partial<CallOutcome>): void =>
+      this.#ctx.recorder.call({ client: this.name, clientKind: 'raw', tool: tool.name, count: pace.count, args, rpcId, sessionId: undefined, slow: false, stateless: true, at: Date.now(), postExchange: sent.exchange.n, ...o });
+    if (sent.res === undefined) return outcome({ outcome: 'transport', detail: sent.exchange.error });
+    let response: (Meaning & { t: 'response' }) | undefined;
+    if (isSse(sent.res)) {
+      const state: StreamState = { lastId: undefined, ids: [], response: undefined };
+      const end = await this.#read(sent, { cutAfter: Number.POSITIVE_INFINITY, cutAtMs: Number.POSITIVE_INFINITY, slowMs: 0 }, (ev) => track(state, ev, rpcId), Date.now() + this.#ctx.load.callTimeoutMs);
+      response = state.response;
+      if (response === undefined) return outcome(this.#ctx.hardStop.aborted ? { outcome: 'unfinished' } : end === 'patience' ? { outcome: 'gave_up', detail: end } : { outcome: 'transport', detail: `the response ${end} before its answer` });
+    } else if (sent.res.status !== 200) {
+      return outcome({ outcome: 'http', code: sent.res.status, detail: sent.exchange.bodyError?.message });
+    } else {
+      response = sent.exchange.events.map((e) => e.meaning).find((m): m is Meaning & { t: 'response' } => m.t === 'response' && m.id === rpcId);
+      if (response === undefined) return outcome({ outcome: 'transport', detail: 'a JSON answer without its response' });
+    }
+    if (response.ok) return outcome({ outcome: 'result', text: response.text });
+    if (response.toolError === true) return outcome({ outcome: 'tool_error', text: response.text });
+    return outcome({ outcome: 'rpc_error', code: response.code, verdict: response.tether });
+  }
+
+  /**
    * The standalone GET stream (`0`): open it, ask the upstream for logging
    * messages on it, and read them with the same random cuts and resumes.
    */
@@ -222,11 +259,12 @@ export class RawClient {
     };
   }
 
-  async #send(method: 'GET' | 'POST', opts: { body?: string; session: string | undefined; cursor?: string; slow?: boolean }): Promise<Sent> {
+  /** `stateless`: a 2026-07-28 `tools/call` of that tool (its version and routing headers, no session). */
+  async #send(method: 'GET' | 'POST', opts: { body?: string; session: string | undefined; cursor?: string; slow?: boolean; stateless?: string }): Promise<Sent> {
     const abort = new AbortController();
     const headers: Record<string, string> = {
       accept: method === 'GET' ? 'text/event-stream' : 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
+      ...(opts.stateless === undefined ? { 'mcp-protocol-version': PROTOCOL_VERSION } : statelessCallHeaders(opts.stateless)),
     };
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     if (opts.session !== undefined) headers['mcp-session-id'] = opts.session;
@@ -253,7 +291,10 @@ export class RawClient {
     answered(exchange, res);
     if (!isSse(res)) {
       try {
-        recordJsonBody(exchange, await res.text());
+        const text = await res.text();
+        recordJsonBody(exchange, text);
+        // A 2026-07-28 call answered in JSON: its one message is what it delivered.
+        if (opts.stateless !== undefined && res.status === 200) exchange.events.push({ id: undefined, hasData: true, digest: digest(text), meaning: meaningOf(text) });
       } catch (err) {
         exchange.error = errorText(err);
       }

@@ -98,6 +98,8 @@ export interface CallOutcome {
   readonly detail?: string | undefined;
   /** Result text (`done <count>`). */
   readonly text?: string | undefined;
+  /** A 2026-07-28 call (no session, passed through, not logged): judged by what its one response delivered. */
+  readonly stateless?: true;
   /** Progress values the application received, in order (SDK clients). */
   readonly progress?: readonly number[];
   readonly slow: boolean;

@@ -78,3 +78,28 @@ describe("chaos checker: server-everything's long-running operation", () => {
     expect(kinds([call([1, 2, 3, 4, 5], 'Long running operation completed. Duration: 0.015 seconds, Steps: 4.')])).toEqual(['sdk_progress 1..5']);
   });
 });
+
+describe('chaos checker: a 2026-07-28 call on the v2 route (no session, nothing logged)', () => {
+  const args = V2_TOOL.args(3, 2);
+  const progress = (i: number, token = 'raw8.4'): string => JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: i, total: 3 } });
+  const kinds = (datas: readonly string[], text = 'streamed 3'): string[] => {
+    const exchange = { n: 9, client: 'raw8-v2', rpc: { method: 'tools/call', id: '4', tool: V2_TOOL.name, count: 3, args, token: 'raw8.4' }, events: datas.map((data) => ({ id: undefined, hasData: true, digest: '', meaning: meaningOf(data) })) } as unknown as Exchange;
+    const call: CallOutcome = { client: 'raw8-v2', clientKind: 'raw', tool: V2_TOOL.name, count: 3, args, rpcId: '4', sessionId: undefined, outcome: 'result', text, stateless: true, slow: false, at: 0, postExchange: 9 };
+    return check({ exchanges: [exchange], calls: [call], guardViolations: [], log: new Map(), pages: new Map(), purged: [new Set()], tools: [V2_TOOL] }).violations.map((v) => `${v.kind}: ${v.detail}`);
+  };
+  const result = JSON.stringify({ jsonrpc: '2.0', id: 4, result: { content: [{ type: 'text', text: 'streamed 3' }] } });
+
+  it('progress 1..count on its token, then its result, passes (and is no stream of the log)', () => {
+    expect(kinds([progress(1), progress(2), progress(3), result])).toEqual([]);
+  });
+
+  it('a lost, repeated or foreign progress event is a silent violation', () => {
+    expect(kinds([progress(1), progress(3), result])).toEqual(['stateless_progress: result "streamed 3" after progress [1, 3]']);
+    expect(kinds([progress(1), progress(2), progress(2), progress(3), result])).toEqual(['stateless_progress: result "streamed 3" after progress [1..2, 2..3]']);
+    expect(kinds([progress(1), progress(2, 'raw8.3'), progress(3), result])).toEqual(['stateless_progress: result "streamed 3" after progress [1..3] (some on another token)']);
+  });
+
+  it('another result text is a silent violation', () => {
+    expect(kinds([progress(1), progress(2), progress(3), result], 'streamed 2')).toEqual(['stateless_progress: result "streamed 2" after progress [1..3]']);
+  });
+});
