@@ -272,7 +272,11 @@ describe('startNatsServer: lifecycle edges', () => {
   });
 
   it('a server not ready in time fails with nats_server_ready_timeout, and the process is gone', async () => {
-    const err: unknown = await startNatsServer({ readyTimeoutMs: 1 }).then(
+    // `-m 0` (the last -m wins) turns monitoring off, so its ports file never
+    // names a monitor port and the server is never ready to the kit. With
+    // the 1 ms budget alone, a loaded machine could let the server win: the
+    // kit always probes once, and each first probe could find it ready.
+    const err: unknown = await startNatsServer({ readyTimeoutMs: 1, extraArgs: ['-m', '0'] }).then(
       () => new Error('expected startNatsServer to time out'),
       (e: unknown) => e,
     );
