@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/support/sequencer.ts';
 
 // One run covers every workspace. Tests import workspace packages by name; the
 // aliases point them at source so a test never runs against a stale build
@@ -41,9 +42,14 @@ export default defineConfig({
         test: { name: 'e2e-grpc', include: ['services/gateway/test/e2e/**/*.test.ts'], env: { TETHER_E2E_LOG: 'grpc' } },
       },
     ],
-    // Integration files start their own nats-server processes; two cores do not
-    // like more than a few at once.
-    maxWorkers: 2,
+    // Integration files start their own nats-server processes and wait on
+    // them, on timers and on child processes far more than they compute, so
+    // a 2-core machine keeps more than two files busy. scripts/test.sh sets
+    // TETHER_TEST_WORKERS per run (its two runs overlap); a plain
+    // `vitest run` takes 2, gentle on a machine doing other things.
+    maxWorkers: Number(process.env['TETHER_TEST_WORKERS'] ?? '') || 2,
+    // Longest files first, across both projects: no long file left for the end.
+    sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default', './test/support/summary-reporter.ts'],
