@@ -299,7 +299,8 @@ export class TetherEventStore {
    */
   async #appendStandaloneNow(kind: EventKind, payload: Uint8Array): Promise<string> {
     const startedMs = Date.now();
-    const options = { writer: this.#presence.writerId };
+    // Any instance with a notification appends to the standalone stream: it has several writers by design.
+    const options = { writer: this.#presence.writerId, shared: true };
     /** Lost races, counted across the retries of this one store. */
     let conflicts = 0;
     const append = async (retry: boolean): Promise<string> => {

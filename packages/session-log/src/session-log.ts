@@ -385,6 +385,20 @@ export class SessionLog {
     }
     const doubt = this.#inDoubt.get(key);
     this.#inDoubt.delete(key);
+    if (doubt !== undefined && doubt.writer !== '' && options?.claim === undefined && options?.shared !== true && writer.headWriter !== doubt.writer) {
+      // While this writer's last append was in doubt (NATS cut off, a stalled link) another
+      // writer took the stream over and appended: rebuilt from the log's end, this writer would
+      // continue the other's chain, and the stream would have two writers (chaos finding 15).
+      // It stops, as a writer that meets a rival's append does, and stays stopped (the doubt is
+      // kept) until it claims the stream again.
+      forget();
+      this.#inDoubt.set(key, doubt);
+      throw new SessionLogError(SessionLogErrorCode.writerConflict, `another writer appended to stream ${stream} while this writer's last append was in doubt; this writer stops`, {
+        sessionId,
+        stream,
+        seq: writer.last.seq,
+      });
+    }
     if (doubt !== undefined && options?.retry === true) {
       // The caller is retrying after an unknown outcome. If that append did
       // land, appending again would duplicate it under a new seq. (Not

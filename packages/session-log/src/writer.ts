@@ -60,6 +60,15 @@ export interface AppendOptions {
    * first), the append fails `writer_conflict` and nothing is written.
    */
   readonly claim?: { readonly afterSeq: number };
+  /**
+   * Several writers append to this stream by design (an SDK server's
+   * standalone stream, written by whichever instance has a notification).
+   * Without it a stream has one writer at a time: after an append of
+   * `writer` ended in doubt, finding another writer's event at the stream's
+   * end means the stream was taken over meanwhile, and this writer's
+   * appends fail `writer_conflict` until it claims the stream again.
+   */
+  readonly shared?: boolean;
 }
 
 export interface AppendResult {
@@ -111,8 +120,12 @@ export class StreamWriter {
   /** The headers every append of this writer repeats while its writer and trace context stay the same. */
   #fixedHeaders: { readonly writer: string | undefined; readonly traceparent: string | undefined; readonly tail: string } | undefined;
 
-  private constructor(ctx: LogContext, sessionId: string, stream: string, epoch: string, last: Cursor, ended: boolean) {
+  /** `Tether-Writer` of the event this writer opened at ('' for none, or a new stream): who held the stream before it. */
+  readonly headWriter: string;
+
+  private constructor(ctx: LogContext, sessionId: string, stream: string, epoch: string, last: Cursor, ended: boolean, headWriter = '') {
     this.#ctx = ctx;
+    this.headWriter = headWriter;
     this.sessionId = sessionId;
     this.stream = stream;
     this.epoch = epoch;
@@ -149,8 +162,8 @@ export class StreamWriter {
         pos: last.seq,
       });
     }
-    const { seq, pos, kind } = decoded.event;
-    return new StreamWriter(ctx, sessionId, stream, epoch, { seq, pos }, kind === EventKind.end);
+    const { seq, pos, kind, writer } = decoded.event;
+    return new StreamWriter(ctx, sessionId, stream, epoch, { seq, pos }, kind === EventKind.end, writer ?? '');
   }
 
   /** The last event appended (seq 0 before the first). */
