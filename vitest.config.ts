@@ -42,11 +42,9 @@ export default defineConfig({
         test: { name: 'e2e-grpc', include: ['services/gateway/test/e2e/**/*.test.ts'], env: { TETHER_E2E_LOG: 'grpc' } },
       },
     ],
-    // Integration files start their own nats-server processes and wait on
-    // them, on timers and on child processes far more than they compute, so
-    // a 2-core machine keeps more than two files busy. scripts/test.sh sets
-    // TETHER_TEST_WORKERS per run (its two runs overlap); a plain
-    // `vitest run` takes 2, gentle on a machine doing other things.
+    // Integration files start their own nats-server processes; two cores do
+    // not like more than a few at once. scripts/test.sh sets
+    // TETHER_TEST_WORKERS per run (its runs overlap: two workers each).
     maxWorkers: Number(process.env['TETHER_TEST_WORKERS'] ?? '') || 2,
     // Longest files first, across both projects: no long file left for the end.
     sequence: { sequencer: LongestFirstSequencer },
