@@ -19,6 +19,8 @@
 #   TETHER_SKIP_NODE22=1           skip the Node 22 run when none can be had
 #   TETHER_SKIP_NODE24=1           run the main run on this node when no Node 24
 #                                  can be had (both locally only: ignored under CI=true)
+#   TETHER_TEST_PARALLEL=1         run node22 and conformance beside the main run
+#                                  (default: one after another; see below)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NO_COLOR=1
@@ -146,8 +148,16 @@ timings+=("build $((SECONDS - start))s")
 # three for the main run, beside other engineers' chaos runs (load 20-29),
 # time-bounded harnesses (chaos, fuzz, slow-client) missed their bounds.
 # The side runs' output is held and printed after the main run's, each
-# under its own header. TETHER_TEST_SERIAL=1 runs one part at a time;
-# TETHER_TEST_WORKERS_MAIN and _SIDE set the workers.
+# under its own header. TETHER_TEST_WORKERS_MAIN and _SIDE set the workers.
+#
+# One part at a time is the default: on a clean 2-core CI clone with the
+# parts side by side (main run 628 s, all in about 11 min), two timing-bound
+# tests of the Node 22 run failed (partition-failover's "others go on without
+# a pause", principals' idle-out), so side by side is opt-in until they hold
+# there: TETHER_TEST_PARALLEL=1. TETHER_TEST_SERIAL=1 forces one at a time.
+serial=1
+[ "${TETHER_TEST_PARALLEL:-}" = "1" ] && serial=0
+[ "${TETHER_TEST_SERIAL:-}" = "1" ] && serial=1
 side_parts=()
 if [ -n "$NODE22" ]; then
   # The files that cross a process or a socket: every *.int.test.ts and
@@ -176,20 +186,20 @@ run_side() {
   echo "$((SECONDS - start))" >"$logs/$name.secs"
 }
 main_name="node$(major "$main_node")"
-if [ "${TETHER_TEST_SERIAL:-}" = "1" ]; then
-  # One run at a time, for a machine already busy with other work.
+if [ "$serial" = "1" ]; then
+  # One run at a time.
   TETHER_TEST_WORKERS=${TETHER_TEST_WORKERS_MAIN:-2} run_part "$main_name" "$main_node" "$VITEST" run
   for name in "${side_parts[@]}"; do run_side "$name"; done
 else
   (for name in "${side_parts[@]}"; do run_side "$name"; done) &
   side_pid=$!
-  echo "=== beside it: ${side_parts[*]:-nothing} (output below when the main run ends; TETHER_TEST_SERIAL=1 runs them after it)"
+  echo "=== beside it (TETHER_TEST_PARALLEL=1): ${side_parts[*]:-nothing} (output below when the main run ends)"
   TETHER_TEST_WORKERS=${TETHER_TEST_WORKERS_MAIN:-2} run_part "$main_name" "$main_node" "$VITEST" run
   wait "$side_pid"
 fi
 for name in "${side_parts[@]}"; do
   declare -n cmd="side_$name"
-  echo "=== $name ($([ "${TETHER_TEST_SERIAL:-}" = "1" ] && echo "after" || echo "beside") the main run): ${cmd[*]}"
+  echo "=== $name ($([ "$serial" = "1" ] && echo "after" || echo "beside") the main run): ${cmd[*]}"
   if [ -f "$logs/$name.out" ]; then cat "$logs/$name.out"; else echo "(no output)"; fi
   timings+=("$name $(cat "$logs/$name.secs" 2>/dev/null || echo '?')s")
   count "$name" "$(cat "$logs/$name.rc" 2>/dev/null || echo 1)"
