@@ -16,6 +16,7 @@
 import { McpServer } from '@modelcontextprotocol/server';
 import { startModernUpstream } from '@tether/testing';
 import { z } from 'zod';
+import { stopWith } from '../shared/stop-with.js';
 
 function createServer(): McpServer {
   const server = new McpServer({ name: 'tether-chaos-v2-upstream', version: '0.0.0' });
@@ -35,17 +36,4 @@ const portAt = args.indexOf('--port');
 const upstream = await startModernUpstream({ createServer, port: portAt === -1 ? 0 : Number(args[portAt + 1]) });
 process.stdout.write(`${JSON.stringify({ msg: 'listening', port: Number(new URL(upstream.origin).port), url: upstream.url })}\n`);
 
-let stopping = false;
-const stop = (): void => {
-  if (stopping) return;
-  stopping = true;
-  upstream.close().finally(() => process.exit(0));
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
-// Whoever started us SIGKILLs us when it exits; if it was SIGKILLed itself,
-// we notice being re-parented and stop on our own.
-const parent = process.ppid;
-setInterval(() => {
-  if (process.ppid !== parent) stop();
-}, 2_000).unref();
+stopWith(() => upstream.close());

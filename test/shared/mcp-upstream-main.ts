@@ -9,6 +9,7 @@
  * `--event-store` (the SDK's `InMemoryEventStore`), `--json` (`enableJsonResponse`).
  */
 import { startMcpUpstream } from '@tether/testing';
+import { stopWith } from './stop-with.js';
 
 const args = process.argv.slice(2);
 const portAt = args.indexOf('--port');
@@ -16,17 +17,4 @@ const port = portAt === -1 ? 0 : Number(args[portAt + 1]);
 const upstream = await startMcpUpstream({ eventStore: args.includes('--event-store'), jsonResponse: args.includes('--json'), port });
 process.stdout.write(`${JSON.stringify({ msg: 'listening', port: upstream.port, url: upstream.url })}\n`);
 
-let stopping = false;
-const stop = (): void => {
-  if (stopping) return;
-  stopping = true;
-  upstream.close().finally(() => process.exit(0));
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
-// Whoever started us SIGKILLs us when it exits; if it was SIGKILLed itself,
-// we notice being re-parented and stop on our own.
-const parent = process.ppid;
-setInterval(() => {
-  if (process.ppid !== parent) stop();
-}, 2_000).unref();
+stopWith(() => upstream.close());
