@@ -241,7 +241,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // Delivered events at positions a loss's re-read found empty that the tap never held (written and served
     // while the nodes came back): judged like the tap's own lost events, purged or lost (finding 14).
     const tapHolds = Array.from({ length: logPartitions }, () => new Set<number>());
-    for (const [key, list] of tap.streams) for (const r of list) tapHolds[partitionOf(key.split('/')[0] ?? '', logPartitions)]!.add(r.pos);
+    // One merge of the partition taps' copies (the getter merges on every read); `drop` below edits its lists in place.
+    const log = tap.streams;
+    for (const [key, list] of log) for (const r of list) tapHolds[partitionOf(key.split('/')[0] ?? '', logPartitions)]!.add(r.pos);
     const unheld = unheldGone(tap.losses, recorder.exchanges, (session) => partitionOf(session, logPartitions), (partition, pos) => tapHolds[partition]!.has(pos));
     const lostSessions = new Set([...tap.losses.flatMap((a) => a.lost.map((l) => l.key.split('/')[0] ?? '')), ...unheld.map((u) => u.key.split('/')[0] ?? '')]);
     const { pages, closed } = await readPages(stack.cluster.urls, namespace, logPartitions, recorder, options.readPageBudgetMs ?? 30_000, say, lostSessions);
@@ -261,12 +263,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       else lost[u.partition]!.set(u.record.pos, u.record);
     }
     const tools = Object.values(target.routes).map((r) => r.tool);
-    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log: tap.streams, pages, partitions: logPartitions, purged, lost, tools, hardStopAt });
+    const result = check({ exchanges: recorder.exchanges, calls: recorder.calls, guardViolations: recorder.violations, log, pages, partitions: logPartitions, purged, lost, tools, hardStopAt });
     const powerLoss = powerLossReport(tap.losses, recorder.exchanges, result.streams, closed, unheld);
     const counts = tally(result);
-    const forensics = await readReplicas(stack.cluster.servers, streamNames, result.violations, tap.streams, say);
+    const forensics = await readReplicas(stack.cluster.servers, streamNames, result.violations, log, say);
     if (options.dumpPath !== undefined) {
-      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(tap.streams), purged: purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
+      await writeFile(options.dumpPath, JSON.stringify({ exchanges: recorder.exchanges, calls: recorder.calls, guard: recorder.violations, log: Object.fromEntries(log), purged: purged.map((positions) => [...positions]), violations: result.violations, streams: result.streams, taskCalls: taskPart?.calls ?? [] }));
       say(`dump written to ${options.dumpPath}`);
     }
 
