@@ -50,6 +50,9 @@ export async function runPresenceCase(stack: SdkStack, presence: WriterPresence,
     return { q, text, expected, answers, sub };
   });
   try {
+    // The questions go out on the test's own connection, the probes below on the presence's: without
+    // this flush a probe may reach the server first and be answered before the questions are asked.
+    await nc.flush();
     const { log } = stack.instances[0];
     const alive = await log.probeWriter(presence.writerId, PRESENCE_ANSWER_MS);
     if (alive !== 'writing') problems.push(`after the questions, a liveness probe answered ${alive}, expected writing (the presence stopped answering)`);
@@ -59,6 +62,8 @@ export async function runPresenceCase(stack: SdkStack, presence: WriterPresence,
     const state = await log.probeWriter(presence.writerId, PRESENCE_ANSWER_MS, FINAL[0], FINAL[1]);
     presence.finish(FINAL[0], FINAL[1]);
     if (state !== 'writing') problems.push(`after the questions, a probe of a begun stream answered ${state}, expected writing`);
+    // The server queued the questions' answers to this connection before the final probe's answer
+    // went out; a flush here returns after they have arrived.
     await nc.flush();
     for (const a of asked) {
       const got = a.answers.join('|');
