@@ -8,6 +8,7 @@ import { findNatsServerBinary } from './find-binary.js';
 import { ManagedNatsServer, type NatsServer } from './nats-server.js';
 import { getFreePorts, LOOPBACK } from './ports.js';
 import { jetStreamApiProbe, readMetaCluster, type Probe } from './readiness.js';
+import { startRouteProxy, type RouteProxy } from './route-proxy.js';
 
 /** Options of {@link startNatsCluster}. */
 export interface NatsClusterOptions {
@@ -25,6 +26,13 @@ export interface NatsClusterOptions {
   size?: number;
   /** How long the whole cluster, and later each node's restart(), may take to be ready. Default 30000. */
   readyTimeoutMs?: number;
+  /**
+   * Run every route through a TCP proxy of its own, one per directed pair
+   * (node i dials node j's route port through proxy i→j), so that
+   * {@link NatsCluster.isolate} can cut a node off from its peers while its
+   * clients stay connected. Default false.
+   */
+  proxyRoutes?: boolean;
 }
 
 /** A JetStream cluster of real nats-server processes on 127.0.0.1. */
@@ -32,12 +40,25 @@ export interface NatsCluster {
   readonly servers: readonly NatsServer[];
   /** Client URLs, one per node, in `servers` order. */
   readonly urls: readonly string[];
+  /** With `proxyRoutes`, one proxy per directed pair of nodes; else empty. */
+  readonly routeProxies: readonly RouteProxy[];
+  /**
+   * With `proxyRoutes`: cuts node `index` (0-based, as in `servers`) off
+   * from every peer. Every route connection through a proxy touching it is
+   * destroyed and new ones are refused until {@link heal}; its client port
+   * is untouched. Returns how many connections were cut.
+   */
+  isolate(index: number): number;
+  /** Lets node `index` (default: every node) route again; a proxy stays blocked while its other end is isolated. */
+  heal(index?: number): void;
   /** Stops every node and removes all store dirs. Idempotent. */
   cleanup(): Promise<void>;
 }
 
 /** Route ports are picked up front (every config names its peers), so a lost race is retried. */
 const MAX_ATTEMPTS = 3;
+/** What a proxied node advertises as its route URL: see launchCluster. */
+const UNREACHABLE_ROUTE_PORT = 1;
 
 /**
  * Starts a JetStream cluster on loopback: unique `server_name` per node (kept
@@ -46,6 +67,14 @@ const MAX_ATTEMPTS = 3;
  * Resolves when a meta leader is elected, every node agrees on it, the leader
  * sees every peer current and each node's JetStream API answers, so an R3
  * stream can be created right away.
+ *
+ * With `proxyRoutes`, every route runs through a {@link RouteProxy} of its
+ * own (node i's config names proxy i→j as its route to j), and
+ * `isolate(k)` blocks every proxy touching k: k loses all its routes, as a
+ * node cut off from its peers by the network, while clients still reach it
+ * (what the chaos fault `nats_node_isolated` does across hosts, here on
+ * loopback). `packages/testing/test/route-isolation.int.test.ts` checks
+ * with `/routez` that no route goes around the proxies.
  *
  * @throws NatsServerNotFoundError `nats_server_not_found`
  * @throws TestingError `nats_cluster_start_failed` (its `cause` is the first node's NatsServerStartError)
@@ -57,10 +86,11 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   const bin = opts.bin ?? findNatsServerBinary();
   const configLines = opts.configLines ?? [];
   const clusterLines = opts.clusterLines ?? [];
+  const proxyRoutes = opts.proxyRoutes ?? false;
 
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await launchCluster(bin, size, readyTimeoutMs, configLines, clusterLines);
+      return await launchCluster(bin, size, readyTimeoutMs, configLines, clusterLines, proxyRoutes);
     } catch (err) {
       const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && err.cause.stderrTail.some((line) => line.includes('address already in use'));
       if (!portTaken || attempt >= MAX_ATTEMPTS) throw err;
@@ -68,12 +98,25 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   }
 }
 
-async function launchCluster(bin: string, size: number, readyTimeoutMs: number, configLines: readonly string[], clusterLines: readonly string[]): Promise<NatsCluster> {
+async function launchCluster(
+  bin: string,
+  size: number,
+  readyTimeoutMs: number,
+  configLines: readonly string[],
+  clusterLines: readonly string[],
+  proxyRoutes: boolean,
+): Promise<NatsCluster> {
   const id = randomBytes(4).toString('hex');
   const clusterName = `tether-test-${id}`;
   const routePorts = await getFreePorts(size);
   const baseDir = await mkdtemp(join(tmpdir(), 'tether-nats-cluster-'));
   trackOwnedDir(baseDir);
+  const proxies: RouteProxy[] = [];
+  if (proxyRoutes) {
+    for (const from of routePorts.keys()) {
+      for (const [to, port] of routePorts.entries()) if (to !== from) proxies.push(await startRouteProxy(from, to, port));
+    }
+  }
 
   const nodes: { name: string; server: ManagedNatsServer }[] = [];
   for (const [i, routePort] of routePorts.entries()) {
@@ -81,8 +124,20 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number, 
     const dir = join(baseDir, `n${i + 1}`);
     await mkdir(dir);
     const configFile = join(dir, 'nats-server.conf');
-    const peers = routePorts.filter((_, j) => j !== i).map((port) => `nats-route://${LOOPBACK}:${port}`);
-    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers, configLines, clusterLines }));
+    const peers = proxyRoutes
+      ? proxies.filter((p) => p.from === i).map((p) => `nats-route://${LOOPBACK}:${p.port}`)
+      : routePorts.filter((_, j) => j !== i).map((port) => `nats-route://${LOOPBACK}:${port}`);
+    // Proxied, a node also advertises a route URL nobody listens on. Peers
+    // learn each other's advertised URL from route INFO (gossip) and dial it
+    // when they have no route to that server yet: with the real route port
+    // they went around the proxies (seen on 2.15.1, after a heal and at
+    // start), and an isolated node kept a route. Port 1 on loopback refuses
+    // (privileged, nothing listens there), and a gossiped route is dialed
+    // once, not retried. The explicit routes through the proxies are a full
+    // mesh, so gossip has nothing to add. (`no_advertise` does not help: it
+    // only keeps other nodes' client URLs out of the INFO sent to clients.)
+    const advertise = proxyRoutes ? [`advertise: ${JSON.stringify(`${LOOPBACK}:${UNREACHABLE_ROUTE_PORT}`)}`] : [];
+    await writeFile(configFile, renderConfig({ name, clusterName, routePort, peers, configLines, clusterLines: [...advertise, ...clusterLines] }));
     const server = new ManagedNatsServer({ bin, dir, ownsDir: true, jetstream: true, port: undefined, monitorPort: undefined, configFile, extraArgs: [], readyTimeoutMs });
     nodes.push({ name, server });
   }
@@ -91,6 +146,7 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number, 
   const cleanup = () => {
     cleaning ??= (async () => {
       await Promise.all(nodes.map((node) => node.server.cleanup()));
+      await Promise.all(proxies.map((proxy) => proxy.close()));
       await rm(baseDir, { recursive: true, force: true, maxRetries: 3 });
       releaseDir(baseDir);
     })();
@@ -114,7 +170,30 @@ async function launchCluster(bin: string, size: number, readyTimeoutMs: number, 
   }
 
   const servers = nodes.map((node) => node.server);
-  return { servers, urls: servers.map((server) => server.url), cleanup };
+  const isolated = new Set<number>();
+  const checkIndex = (index: number | undefined) => {
+    if (!proxyRoutes) throw new Error('isolate/heal need a cluster started with proxyRoutes: true');
+    if (index !== undefined && (!Number.isInteger(index) || index < 0 || index >= size)) throw new RangeError(`no node ${index} in a ${size}-node cluster`);
+  };
+  return {
+    servers,
+    urls: servers.map((server) => server.url),
+    routeProxies: proxies,
+    isolate(index) {
+      checkIndex(index);
+      isolated.add(index);
+      let cut = 0;
+      for (const proxy of proxies) if (proxy.from === index || proxy.to === index) cut += proxy.block();
+      return cut;
+    },
+    heal(index) {
+      checkIndex(index);
+      if (index === undefined) isolated.clear();
+      else isolated.delete(index);
+      for (const proxy of proxies) if (!isolated.has(proxy.from) && !isolated.has(proxy.to)) proxy.unblock();
+    },
+    cleanup,
+  };
 }
 
 /**
