@@ -1,4 +1,5 @@
 import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jetstream';
+import type { LeaderQuorumCheck } from '@tether/session-log';
 import type { DurableTasksConfig } from './config.js';
 import { isNoMessageFound, unavailable } from './errors.js';
 import type { TtlPath } from './setup.js';
@@ -21,6 +22,8 @@ export interface TasksContext {
   readonly maxResultBytes: number;
   readonly maxQueuedMessageBytes: number;
   readonly faults: TaskFaults;
+  /** Confirms a "no message" of a replicated stream's leader before it is believed (`findTask`). */
+  readonly quorum: LeaderQuorumCheck;
 }
 
 /** The newest message of a subject, or null; read from the stream leader (the streams have no direct gets). */

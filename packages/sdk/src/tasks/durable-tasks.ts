@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { assertSupportedServer, serverFeatures } from '@tether/session-log';
+import { assertSupportedServer, LeaderQuorumCheck, serverFeatures } from '@tether/session-log';
 import { resolveTasksConfig } from './config.js';
 import type { DurableTasksOptions } from './config.js';
 import type { TaskFaults, TasksContext } from './context.js';
@@ -78,6 +78,7 @@ export async function createDurableTasks(options: CreateDurableTasksOptions): Pr
     maxResultBytes,
     maxQueuedMessageBytes: Math.min(config.maxQueuedMessageBytes ?? Number.MAX_SAFE_INTEGER, maxPayload - HEADER_ROOM_BYTES),
     faults: options.faults ?? {},
+    quorum: new LeaderQuorumCheck(jsm),
   };
   return {
     forPrincipal(principal) {

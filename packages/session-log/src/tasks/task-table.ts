@@ -2,6 +2,7 @@ import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream'
 import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { isCasFailure, isNoResponders, jsErrorCode, JsErrCode, SessionLogError, SessionLogErrorCode } from '../errors.js';
+import { LeaderQuorumCheck } from '../leader-quorum.js';
 import { unavailable } from '../setup.js';
 import { createSubjects } from '../wire.js';
 import type { Subjects } from '../wire.js';
@@ -49,6 +50,7 @@ export class TaskTable {
   readonly #jsm: JetStreamManager;
   readonly #options: TaskTableOptions;
   readonly #subjects: Subjects;
+  readonly #quorum: LeaderQuorumCheck;
 
   private constructor(nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, options: TaskTableOptions) {
     this.#nc = nc;
@@ -56,6 +58,7 @@ export class TaskTable {
     this.#jsm = jsm;
     this.#options = options;
     this.#subjects = createSubjects(options.subjectPrefix);
+    this.#quorum = new LeaderQuorumCheck(jsm);
   }
 
   /** Creates the stream or verifies that an existing one matches. */
@@ -81,19 +84,33 @@ export class TaskTable {
     throw new SessionLogError(SessionLogErrorCode.invalidArgument, 'a task with this id exists', {});
   }
 
-  /** The task's newest record, or undefined (never created, gone, or unreadable). Expiry is the caller's to judge (`expiresAt`). */
+  /**
+   * The task's newest record, or undefined (never created, gone, or
+   * unreadable). Expiry is the caller's to judge (`expiresAt`). Throws
+   * `log_unavailable` when the store cannot answer, including a "no
+   * message" from a stream leader that may be cut off from its peers
+   * (`LeaderQuorumCheck`): never a false "not found".
+   */
   async read(taskId: string): Promise<StoredTask | undefined> {
     if (!isTaskId(taskId)) return undefined;
     let msg;
     try {
       msg = await this.#jsm.streams.getMessage(this.#options.streamName, { last_by_subj: this.#subject(taskId) });
     } catch (err) {
-      if (jsErrorCode(err) === JsErrCode.noMessageFound || /no message found/i.test(String(err))) return undefined;
+      if (jsErrorCode(err) === JsErrCode.noMessageFound || /no message found/i.test(String(err))) return this.#absent(taskId);
       throw unavailable(err);
     }
-    if (msg === null) return undefined;
+    if (msg === null) return this.#absent(taskId);
     const record = decodeTask(msg.data, taskId);
     return record === undefined ? undefined : { record, seq: msg.seq };
+  }
+
+  /** A leader's "no message", believed only if it had a quorum (R1: the one server is the store). */
+  async #absent(taskId: string): Promise<undefined> {
+    if (this.#options.replicas <= 1) return undefined;
+    const doubt = await this.#quorum.doubt(this.#options.streamName);
+    if (doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} not found by a leader that may not be the only one: ${doubt}`, {});
+    return undefined;
   }
 
   /**

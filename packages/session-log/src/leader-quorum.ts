@@ -1,0 +1,100 @@
+import type { ClusterInfo, JetStreamManager } from '@nats-io/jetstream';
+
+/**
+ * A peer counts towards the leader's quorum if the leader heard from it
+ * (an append or heartbeat response; followers answer the leader's 1 s
+ * heartbeats) at most this long ago: above the heartbeat, below the 4 s
+ * minimum election timeout of nats-server's Raft.
+ */
+export const QUORUM_HEARD_WITHIN_MS = 3_000;
+
+/**
+ * How long a confirmed quorum is trusted for later "not found" answers of the
+ * same stream, from when its STREAM.INFO was sent. A majority heard less than
+ * 3 s before the leader answered means it was cut off less than 3 s before,
+ * so no rival leader can be elected for at least 1 s more (4 s of silence
+ * first); a "not found" that arrives within 500 ms of the question's sending
+ * was answered inside that second.
+ */
+export const QUORUM_VERDICT_MS = 500;
+
+const NANOS_PER_MS = 1_000_000;
+
+/**
+ * Tells whether the leader of a replicated stream could still be the only
+ * one, before a caller believes its "no message found".
+ *
+ * Why: nats-server's Raft leader steps down only after it has heard from no
+ * quorum for 10 s (`lostQuorumInterval`), while its cut-off followers elect
+ * a new leader after 4-9 s. For up to ~6 s two nodes lead, and the old one,
+ * still reachable by some clients, answers reads from its stale state: a
+ * message stored through the new leader is "not found" there (finding 16).
+ * A record found there can be stale too, but only as a read a moment
+ * earlier would have been (writes compare-and-set through the quorum);
+ * "not found" is the one answer a client takes as final, so only it asks.
+ *
+ * How: STREAM.INFO, answered by the same leader, lists each peer's
+ * `active` (nanoseconds since the leader last heard it). The answer stands
+ * when the leader and the peers heard within {@link QUORUM_HEARD_WITHIN_MS}
+ * make a majority. A positive verdict is reused for {@link QUORUM_VERDICT_MS}
+ * (and a check in flight is shared), so a burst of lookups of unknown ids
+ * costs one STREAM.INFO per half second per stream, and a found record costs
+ * nothing.
+ *
+ * Limit: the verdict is about the leader that answers the STREAM.INFO. A
+ * client whose server reaches both an old leader and its successor (a
+ * partial partition: the old leader still connected to one follower that
+ * voted for the new one) can get the old one's answers until its next
+ * heartbeat tells it of the new term, about a second.
+ */
+export class LeaderQuorumCheck {
+  readonly #jsm: JetStreamManager;
+  /** Stream → until when (`performance.now()`) a "not found" may be believed without asking again. */
+  readonly #confirmedUntil = new Map<string, number>();
+  readonly #inFlight = new Map<string, Promise<string | undefined>>();
+
+  constructor(jsm: JetStreamManager) {
+    this.#jsm = jsm;
+  }
+
+  /**
+   * Undefined when the stream's leader had a quorum when asked (or recently
+   * enough), else why it is in doubt (the caller answers "unavailable").
+   * Call it after the "not found" arrived: the cached verdict covers only
+   * answers received within {@link QUORUM_VERDICT_MS} of its question.
+   */
+  async doubt(stream: string): Promise<string | undefined> {
+    if ((this.#confirmedUntil.get(stream) ?? 0) > performance.now()) return undefined;
+    const pending = this.#inFlight.get(stream);
+    // A check sent before our answer arrived covers it (see QUORUM_VERDICT_MS).
+    if (pending !== undefined) return pending;
+    const sentAt = performance.now();
+    const check = this.#jsm.streams.info(stream).then(
+      (info) => {
+        const doubt = quorumDoubt(info.cluster);
+        if (doubt === undefined) this.#confirmedUntil.set(stream, sentAt + QUORUM_VERDICT_MS);
+        return doubt;
+      },
+      (err: unknown) => `no stream info: ${String(err)}`,
+    );
+    this.#inFlight.set(stream, check);
+    try {
+      return await check;
+    } finally {
+      this.#inFlight.delete(stream);
+    }
+  }
+}
+
+/** Undefined when the leader and the peers it heard recently make a majority of the group. */
+export function quorumDoubt(cluster: ClusterInfo | undefined, heardWithinMs = QUORUM_HEARD_WITHIN_MS): string | undefined {
+  // Not clustered: the one server is the store.
+  if (cluster === undefined) return undefined;
+  if (cluster.leader === undefined || cluster.leader === '') return 'the stream has no leader';
+  const peers = cluster.replicas ?? [];
+  // `active` is 0 for a peer the leader never heard since it started.
+  const heard = peers.filter((peer) => peer.active > 0 && peer.active <= heardWithinMs * NANOS_PER_MS);
+  if ((1 + heard.length) * 2 > peers.length + 1) return undefined;
+  const last = peers.map((peer) => `${peer.name} ${peer.active > 0 ? `${Math.round(peer.active / NANOS_PER_MS)} ms ago` : 'never'}`).join(', ');
+  return `stream leader ${cluster.leader} heard from ${heard.length} of ${peers.length} peers in the last ${heardWithinMs} ms (${last}): it may be cut off while others elect a new leader`;
+}

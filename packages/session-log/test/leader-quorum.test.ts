@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import type { ClusterInfo, PeerInfo } from '@nats-io/jetstream';
+import { quorumDoubt } from '@tether/session-log';
+
+const ms = 1_000_000;
+const peer = (name: string, activeMs: number): PeerInfo => ({ name, current: true, offline: false, active: activeMs * ms, lag: 0 }) as PeerInfo;
+const led = (leader: string, replicas: PeerInfo[]): ClusterInfo => ({ name: 'c', leader, replicas }) as ClusterInfo;
+
+describe('quorumDoubt', () => {
+  it('believes a single server, and a leader that heard a majority within 3 s', () => {
+    expect(quorumDoubt(undefined)).toBeUndefined();
+    expect(quorumDoubt(led('a', []))).toBeUndefined();
+    expect(quorumDoubt(led('a', [peer('b', 900), peer('c', 8_000)]))).toBeUndefined();
+    expect(quorumDoubt(led('a', [peer('b', 2_999), peer('c', 2_999)]))).toBeUndefined();
+    expect(quorumDoubt(led('a', [peer('b', 100), peer('c', 200), peer('d', 9_000), peer('e', 9_000)]))).toBeUndefined();
+  });
+
+  it('doubts a leader that heard no majority lately, never heard a peer, or no leader at all', () => {
+    expect(quorumDoubt(led('a', [peer('b', 3_001), peer('c', 7_939)]))).toMatch(/stream leader a heard from 0 of 2 peers in the last 3000 ms \(b 3001 ms ago, c 7939 ms ago\)/);
+    // `active` 0: never heard since the leader started.
+    expect(quorumDoubt(led('a', [peer('b', 0), peer('c', 0)]))).toMatch(/b never, c never/);
+    expect(quorumDoubt(led('a', [peer('b', 100), peer('c', 9_000), peer('d', 9_000), peer('e', 9_000)]))).toMatch(/heard from 1 of 4/);
+    expect(quorumDoubt({ name: 'c', leader: '', replicas: [] } as unknown as ClusterInfo)).toBe('the stream has no leader');
+  });
+});
