@@ -4,6 +4,7 @@ import type { TaskEvents } from '@tether/session-log';
 import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
+import { fromLogError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { replyRpcError } from './rpc-reply.js';
@@ -37,7 +38,15 @@ export async function handleTaskStream(ctx: GatewayContext, tasks: EdgeTasks, ev
   if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0) {
     return replyRpcError(res, message.id, { code: RpcCode.invalidParams, message: 'tasks/stream params.after must be a non-negative integer (the seq of the last event seen; 0 for the start)' });
   }
-  const found = await tasks.find(taskId, caller.principal, route.path);
+  let found;
+  try {
+    found = await tasks.find(taskId, caller.principal, route.path);
+  } catch (err) {
+    // The task store cannot answer (or cannot be sure the task is not there): as the task methods answer it, never a 500.
+    const reply = fromLogError(err);
+    ctx.logger.warn({ err: String(err) }, 'tasks/stream could not read the task store');
+    return replyRpcError(res, message.id, { code: RpcCode.internal, message: reply.message }, reply.status >= 500 ? 503 : 200);
+  }
   if (found.t === 'absent') return replyRpcError(res, message.id, taskNotFound());
   if (found.t === 'expired') return replyRpcError(res, message.id, taskExpired());
   const { first, last } = await events.bounds(taskId);
