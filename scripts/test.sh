@@ -161,12 +161,12 @@ serial=1
 side_parts=()
 if [ -n "$NODE22" ]; then
   # The files that cross a process or a socket: every *.int.test.ts and
-  # *.e2e.test.ts of the "all" project. Not again: the pure tests (no I/O a
+  # *.e2e.test.ts of the "io" project. Not again: the pure tests (no I/O a
   # Node line changes), the gateway e2e suite's gRPC-mode replay (the same
   # tests; the mode is not Node-specific and node24 ran it), test/chaos and
   # test/fuzz (long harnesses whose bugs are the system's, not the runtime's).
   side_parts+=(node22)
-  side_node22=("$NODE22" "$VITEST" run --project all .int.test.ts .e2e.test.ts --exclude 'test/chaos/**')
+  side_node22=("$NODE22" "$VITEST" run --project io .int.test.ts .e2e.test.ts --exclude 'test/chaos/**')
 fi
 if [ "$(major "$main_node")" -ge 22 ]; then
   side_parts+=(conformance)

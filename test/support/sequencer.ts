@@ -47,6 +47,6 @@ function estimateMs(file: string, path: string, project: string): number {
     : file.endsWith('.int.test.ts') ? 6_000
     : 500;
   // The gRPC replay of the e2e suite spawns a session-log service beside each stack.
-  const replay = project === 'all' ? 1 : 1.5;
+  const replay = project === 'e2e-grpc' ? 1.5 : 1;
   return (kind + size / 10) * replay;
 }
