@@ -8,7 +8,7 @@
  * Every fault ends by itself: a stopped node is continued and a frozen proxy
  * thawed in a `finally`, also when the run aborts.
  */
-import type { NatsCluster } from '@tether/testing';
+import type { NatsNodes } from '@tether/testing';
 import type { LogTap } from './log-tap.js';
 import type { PowerLossAccount } from './power-loss.js';
 import type { ChaosStack, UpstreamName } from './stack.js';
@@ -452,7 +452,7 @@ async function logLeader(stack: ChaosStack, target: number): Promise<{ index: nu
  * streams it leads are named with their partitions, and other streams that
  * come one per partition (the buckets' `…-<k>_<namespace>`) are grouped.
  */
-export async function roleOf(cluster: NatsCluster, index: number, streamNames: readonly string[]): Promise<string> {
+export async function roleOf(cluster: NatsNodes, index: number, streamNames: readonly string[]): Promise<string> {
   const node = cluster.servers[index]!;
   try {
     const varz = (await (await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(2_000) })).json()) as { server_name?: string };
@@ -517,7 +517,7 @@ export function monitorBase(node: { readonly url: string; readonly monitorPort: 
 }
 
 /** Index of the node leading the log stream, from any node's monitor port. */
-export async function streamLeaderIndex(cluster: NatsCluster, streamName: string): Promise<number | undefined> {
+export async function streamLeaderIndex(cluster: NatsNodes, streamName: string): Promise<number | undefined> {
   for (const node of cluster.servers) {
     try {
       const res = await fetch(`${monitorBase(node)}/jsz?streams=true`, { signal: AbortSignal.timeout(2_000) });
@@ -536,7 +536,7 @@ export async function streamLeaderIndex(cluster: NatsCluster, streamName: string
   return undefined;
 }
 
-async function indexOfServer(cluster: NatsCluster, serverName: string): Promise<number | undefined> {
+async function indexOfServer(cluster: NatsNodes, serverName: string): Promise<number | undefined> {
   for (const [i, node] of cluster.servers.entries()) {
     try {
       const res = await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(2_000) });

@@ -37,7 +37,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { logLayout, resolveConfig } from '@tether/session-log';
 import { findNatsServerBinary, natsServerVersion, startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
-import type { NatsCluster, RoundRobinProxy, ServiceProcess } from '@tether/testing';
+import type { NatsNodes, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
 import { startNatsProxy } from './nats-proxy.js';
 import { TASK_ROUTE } from './task-client.js';
@@ -139,7 +139,7 @@ export interface StackConfig {
 
 export interface ChaosStack {
   readonly config: StackConfig;
-  readonly cluster: NatsCluster;
+  readonly cluster: NatsNodes;
   /** The log's streams: partition k's at index k (one for an unpartitioned log). */
   readonly streamNames: readonly string[];
   readonly proxy: RoundRobinProxy;

@@ -1,7 +1,7 @@
 export { findNatsServerBinary } from './find-binary.js';
 export { startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.js';
 export { MIN_NATS_SERVER_VERSION, natsServerVersion, natsVersionAtLeast } from './version.js';
-export { startNatsCluster, type NatsCluster, type NatsClusterOptions } from './nats-cluster.js';
+export { startNatsCluster, type NatsCluster, type NatsNodes, type NatsClusterOptions } from './nats-cluster.js';
 export { startRouteProxy, type RouteProxy } from './route-proxy.js';
 export { getFreePort, getFreePorts } from './ports.js';
 export {

@@ -35,11 +35,17 @@ export interface NatsClusterOptions {
   proxyRoutes?: boolean;
 }
 
-/** A JetStream cluster of real nats-server processes on 127.0.0.1. */
-export interface NatsCluster {
+/** Nodes of a JetStream cluster, wherever they run (here on loopback, or in network namespaces in chaos). */
+export interface NatsNodes {
   readonly servers: readonly NatsServer[];
   /** Client URLs, one per node, in `servers` order. */
   readonly urls: readonly string[];
+  /** Stops every node and removes all store dirs. Idempotent. */
+  cleanup(): Promise<void>;
+}
+
+/** A JetStream cluster of real nats-server processes on 127.0.0.1. */
+export interface NatsCluster extends NatsNodes {
   /** With `proxyRoutes`, one proxy per directed pair of nodes; else empty. */
   readonly routeProxies: readonly RouteProxy[];
   /**
@@ -51,8 +57,6 @@ export interface NatsCluster {
   isolate(index: number): number;
   /** Lets node `index` (default: every node) route again; a proxy stays blocked while its other end is isolated. */
   heal(index?: number): void;
-  /** Stops every node and removes all store dirs. Idempotent. */
-  cleanup(): Promise<void>;
 }
 
 /** Route ports are picked up front (every config names its peers), so a lost race is retried. */

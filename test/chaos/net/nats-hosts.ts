@@ -1,6 +1,6 @@
 /**
  * A 3-node JetStream cluster with each node in a host of its own
- * (`--net hosts`), behind the test kit's `NatsCluster` interface so the
+ * (`--net hosts`), behind the test kit's `NatsNodes` interface so the
  * harness's faults (kill, restart, stop, power loss) work unchanged.
  *
  * In host `natsK` (address A_K): client port 4222, monitor 8222, route port
@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { natsServerVersion } from '@tether/testing';
-import type { NatsCluster, NatsServer } from '@tether/testing';
+import type { NatsNodes, NatsServer } from '@tether/testing';
 import { killOnExit, scratchDirOf } from './hosts.js';
 import type { HostNetwork } from './hosts.js';
 import { startHostLinkProxy } from './link-proxy-host.js';
@@ -43,7 +43,7 @@ export interface HostsClusterOptions {
   readonly seed: number;
 }
 
-export interface HostsCluster extends NatsCluster {
+export interface HostsCluster extends NatsNodes {
   /** Each node's route proxy (links `route1`…, the routes it dials), by host. */
   readonly routeProxies: ReadonlyMap<string, HostLinkProxy>;
 }

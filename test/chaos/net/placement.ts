@@ -18,7 +18,7 @@
  * so `up` forwards its address's ports to them, and a gateway's upstream URL
  * stays `http://127.0.0.1:<port>/mcp` in its own host.
  */
-import type { NatsCluster } from '@tether/testing';
+import type { NatsNodes } from '@tether/testing';
 import type { NatsProxy } from '../nats-proxy.js';
 import type { HostNetwork } from './hosts.js';
 import { startHostLinkProxy } from './link-proxy-host.js';
@@ -58,7 +58,7 @@ export interface NetHandles {
 export interface Placement {
   readonly net: HostNetwork;
   readonly handles: () => NetHandles;
-  startCluster(bin: string, configLines: readonly string[]): Promise<NatsCluster>;
+  startCluster(bin: string, configLines: readonly string[]): Promise<NatsNodes>;
   wrap(host: string, command: string, args: readonly string[]): { command: string; args: string[] };
   address(host: string): string;
   /** An upstream listens on `port` of host `up`'s loopback: forward `up`'s address's `port` to it (once per port). */
