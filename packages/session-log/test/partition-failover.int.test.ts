@@ -126,7 +126,7 @@ describe('partitions on a 3-node R3 cluster', () => {
             if (killedAt > 0 && lastDone > 0) run.maxGapMs = Math.max(run.maxGapMs, done - Math.max(lastDone, killedAt));
             lastDone = done;
           } catch (err) {
-            if (killedAt > 0) run.appendFailures.push(isSessionLogError(err) ? err.code : String(err));
+            if (killedAt > 0) run.appendFailures.push(isSessionLogError(err) ? `${err.code}: ${err.message}` : String(err));
             await sleep(50);
           }
           if (first !== undefined && i % 10 === 0) {
@@ -135,7 +135,7 @@ describe('partitions on a 3-node R3 cluster', () => {
               if (result.verdict !== 'resumed') throw new Error(result.verdict);
               run.resumes += 1;
             } catch (err) {
-              if (killedAt > 0) run.resumeFailures.push(isSessionLogError(err) ? err.code : String(err));
+              if (killedAt > 0) run.resumeFailures.push(isSessionLogError(err) ? `${err.code}: ${err.message}` : String(err));
             }
           }
           await sleep(10);
