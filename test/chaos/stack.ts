@@ -39,6 +39,7 @@ import { logLayout, resolveConfig } from '@tether/session-log';
 import { findNatsServerBinary, natsServerVersion, startNatsCluster, startRoundRobinProxy, startServiceProcess } from '@tether/testing';
 import type { NatsNodes, RoundRobinProxy, ServiceProcess } from '@tether/testing';
 import { Routes } from './client-context.js';
+import { monitorBase } from './faults.js';
 import { startNatsProxy } from './nats-proxy.js';
 import { TASK_ROUTE } from './task-client.js';
 import { upstreamNamesOf } from './upstreams.js';
@@ -200,6 +201,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     ...(sync === 'always' ? { configLines: ['jetstream { sync_interval: always }'] } : {}),
     ...(natsProxies ? { clusterLines: ['no_advertise: true'] } : {}),
   });
+  // A run that says `sync_interval: always` must have it: a config block can silently replace another.
+  if (sync === 'always') await assertSyncAlways(cluster);
   const started: ServiceProcess[] = [];
   const proxies: NatsProxy[] = [];
   const logs: WriteStream[] = [];
@@ -438,4 +441,12 @@ function teeLines(proc: ServiceProcess, path: string, logs: WriteStream[]): void
       { timeoutMs: 24 * 3_600_000 },
     )
     .catch(() => undefined);
+}
+
+/** Every node's /varz must report `sync_always` (the `jetstream {}` block the run added took effect). */
+async function assertSyncAlways(cluster: NatsNodes): Promise<void> {
+  for (const node of cluster.servers) {
+    const varz = (await (await fetch(`${monitorBase(node)}/varz`, { signal: AbortSignal.timeout(5_000) })).json()) as { jetstream?: { config?: { sync_always?: boolean } } };
+    if (varz.jetstream?.config?.sync_always !== true) throw new Error(`--sync always: node ${node.url} reports sync_always ${String(varz.jetstream?.config?.sync_always)} in /varz`);
+  }
 }

@@ -83,7 +83,8 @@ export async function startHostsCluster(opts: HostsClusterOptions): Promise<Host
         `  routes: [${hosts.flatMap((_, k) => (k === i ? [] : [q(`nats-route://127.0.0.1:${ROUTE_PROXY_BASE + k + 1}`)])).join(', ')}]`,
         '  no_advertise: true',
         '}',
-        `jetstream { store_dir: ${q(join(dir, 'js'))} }`,
+        // JetStream and its store dir come from the command line (start()), as in the loopback cluster:
+        // a `jetstream {}` block in configLines (--sync always) would replace one here, store_dir with it.
         ...(opts.configLines ?? []),
         '',
       ].join('\n');
@@ -138,7 +139,7 @@ class HostNode implements NatsServer {
   }
 
   async start(): Promise<void> {
-    const wrapped = this.#net.wrap(this.#host, this.bin, ['-c', join(this.storeDir, 'nats-server.conf')]);
+    const wrapped = this.#net.wrap(this.#host, this.bin, ['-c', join(this.storeDir, 'nats-server.conf'), '-js', '-sd', join(this.storeDir, 'js')]);
     const proc = spawn(wrapped.command, wrapped.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.#proc = proc;
     this.#stderr = '';
