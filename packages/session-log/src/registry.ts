@@ -32,10 +32,19 @@ interface Stored {
  */
 export class SessionRegistry {
   readonly #kvOf: (sessionId: string) => KV;
+  readonly #confirmAbsent: (sessionId: string) => Promise<void>;
 
-  /** `kvOf`: the registry bucket of a session's partition (`logLayout`); one bucket for an unpartitioned log. */
-  constructor(kvOf: KV | ((sessionId: string) => KV)) {
+  /**
+   * `kvOf`: the registry bucket of a session's partition (`logLayout`); one
+   * bucket for an unpartitioned log. `confirmAbsent` runs before a missing entry is reported: it throws
+   * (`log_unavailable`) when the bucket leader that said "no such key" may
+   * not be the only leader (a node cut off from its peers keeps leading for
+   * seconds after they elected another: `LeaderQuorumCheck`, finding 16).
+   * A false "not found" ends a live session at its client; a 503 is retried.
+   */
+  constructor(kvOf: KV | ((sessionId: string) => KV), confirmAbsent: (sessionId: string) => Promise<void> = async () => undefined) {
     this.#kvOf = typeof kvOf === 'function' ? kvOf : () => kvOf;
+    this.#confirmAbsent = confirmAbsent;
   }
 
   async create(principal: string, meta: Readonly<Record<string, string>> = {}): Promise<SessionRecord> {
@@ -128,7 +137,10 @@ export class SessionRegistry {
     } catch (err) {
       throw unavailable(err);
     }
-    if (entry === null || entry.operation !== 'PUT') return undefined;
+    if (entry === null || entry.operation !== 'PUT') {
+      await this.#confirmAbsent(sessionId);
+      return undefined;
+    }
     return { record: parseRecord(sessionId, entry.string()), revision: entry.revision };
   }
 }

@@ -13,6 +13,7 @@ import { resolveConfig } from './config.js';
 import type { SessionLogConfig, SessionLogOptions } from './config.js';
 import type { LogContext } from './context.js';
 import { isSessionLogError, SessionLogError, SessionLogErrorCode } from './errors.js';
+import { LeaderQuorumCheck } from './leader-quorum.js';
 import { decodeLogEvent, START_CURSOR } from './event.js';
 import { assertStreamId } from './ids.js';
 import type { Cursor, LogEvent } from './event.js';
@@ -97,7 +98,15 @@ export class SessionLog {
     this.layout = handles.layout;
     this.#partitionCtx = handles.layout.partitions.map((p) => (p.index === 0 && p.streamName === ctx.config.streamName ? ctx : { ...ctx, config: { ...ctx.config, streamName: p.streamName } }));
     const { sessions, leases } = handles;
-    this.sessions = new SessionRegistry((sessionId) => sessions[this.layout.of(sessionId).index] as KV);
+    const quorum = new LeaderQuorumCheck(ctx.jsm);
+    this.sessions = new SessionRegistry(
+      (sessionId) => sessions[this.layout.of(sessionId).index] as KV,
+      async (sessionId) => {
+        if (ctx.config.replicas <= 1) return;
+        const doubt = await quorum.doubt(`KV_${this.layout.of(sessionId).sessionsBucket}`);
+        if (doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `session not found by a registry leader that may not be the only one: ${doubt}`, { sessionId });
+      },
+    );
     this.leases = new LeaseTable((sessionId) => leases[this.layout.of(sessionId).index] as KV);
     this.#ownsConnection = options.nc === undefined;
     this.#maxOpenWriters = options.maxOpenWriters ?? 10_000;
