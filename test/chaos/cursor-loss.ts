@@ -57,7 +57,7 @@ export function cursorLosses(
           continue;
         }
         bump(counts, 'post stream never resumed again');
-        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client's next GET (#${next.n}) carried no Last-Event-ID and the stream was never resumed again`);
+        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event (${ex.end}${ex.error === undefined ? '' : `: ${ex.error.slice(0, 80)}`}); the client's next GET (#${next.n}, ${next.startedAt - ended} ms later) carried no Last-Event-ID and the stream was never resumed again; ${traceAfter(list, ex, group?.exchanges ?? [])}`);
         continue;
       }
       const head = next.events.find((e) => e.id !== undefined)?.id;
@@ -76,4 +76,19 @@ export function cursorLosses(
     }
   }
   return { byStream, counts };
+}
+
+/**
+ * What the client did after the broken resume, for finding 17 (not yet
+ * explained): its next requests in the session (what each was and what it
+ * got), and how the stream's own exchanges ended.
+ */
+function traceAfter(list: readonly Exchange[], ex: Exchange, stream: readonly Exchange[]): string {
+  const after = list.filter((x) => x.n > ex.n && (x.sessionId ?? '') === (ex.sessionId ?? '')).slice(0, 6);
+  const what = (x: Exchange): string => {
+    const first = x.events.find((e) => e.id !== undefined)?.id;
+    return `#${x.n} ${x.method}${x.rpc?.method === undefined ? '' : ` ${x.rpc.method}`}${x.cursor === undefined ? '' : ` from ${x.cursor}`} -> ${x.status ?? 'no answer'} ${x.end}, ${x.events.length} events${first === undefined ? '' : ` from ${first}`}`;
+  };
+  const own = stream.map((x) => `#${x.n} ${x.method} ${x.status ?? '-'} ${x.end}`).join(', ');
+  return `next in the session: ${after.map(what).join('; ') || 'nothing'}; the stream's exchanges: ${own || 'none'}`;
 }
