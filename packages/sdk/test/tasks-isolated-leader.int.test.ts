@@ -1,7 +1,5 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
@@ -22,21 +20,13 @@ const REQUEST = { method: 'tools/call', params: { name: 'x' } };
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 let cluster: NatsCluster;
-const conns: NatsConnection[] = [];
 beforeAll(async () => {
   cluster = await startNatsCluster({ size: 3, proxyRoutes: true });
 }, 120_000);
 afterEach(() => cluster?.heal());
 afterAll(async () => {
-  for (const nc of conns) await nc.close().catch(() => undefined);
   await cluster?.cleanup();
 });
-
-async function connectOnly(node: number): Promise<NatsConnection> {
-  const nc = await connect({ servers: cluster.urls[node]!, ignoreClusterUpdates: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
-  conns.push(nc);
-  return nc;
-}
 
 async function leaderOf(jsm: JetStreamManager, stream: string): Promise<string | undefined> {
   return jsm.streams.info(stream).then(
@@ -50,8 +40,8 @@ describe('durable task store on a stream leader cut off from its peers', () => {
     const names = isolatedTaskNames();
     const stream = names.tasksStream!;
     const options = { ...names, replicas: 3, requestTimeoutMs: 2_000 };
-    const ncA = await connectOnly(0);
-    const ncB = await connectOnly(1);
+    const ncA = await cluster.connectOnly(0);
+    const ncB = await cluster.connectOnly(1);
     const nameA = ncA.info!.server_name;
     const jsmA = await jetstreamManager(ncA, { timeout: 2_000 });
     const jsmB = await jetstreamManager(ncB, { timeout: 2_000 });

@@ -1,6 +1,5 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager, PeerInfo } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isSessionLogError, newTaskId, TaskTable } from '@tether/session-log';
@@ -19,23 +18,14 @@ import { ALICE, sleep } from './fixtures.js';
 // answer "not found") until A is back, then find the task.
 
 let cluster: NatsCluster;
-const conns: NatsConnection[] = [];
 beforeAll(async () => {
   cluster = await startNatsCluster({ size: 3, proxyRoutes: true });
 }, 120_000);
 // A test that failed while A was cut off leaves the next one a whole cluster.
 afterEach(() => cluster?.heal());
 afterAll(async () => {
-  for (const nc of conns) await nc.close().catch(() => undefined);
   await cluster?.cleanup();
 });
-
-/** A connection to one node only: it never learns the others' URLs, so it never moves. */
-async function connectOnly(node: number): Promise<NatsConnection> {
-  const nc = await connect({ servers: cluster.urls[node]!, ignoreClusterUpdates: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
-  conns.push(nc);
-  return nc;
-}
 
 function record(taskId: string): TaskRecord {
   const now = Date.now();
@@ -92,8 +82,8 @@ let tableA: TaskTable;
 let tableB: TaskTable;
 
 beforeAll(async () => {
-  ncA = await connectOnly(0);
-  ncB = await connectOnly(1);
+  ncA = await cluster.connectOnly(0);
+  ncB = await cluster.connectOnly(1);
   nameA = ncA.info!.server_name;
   jsmA = await jetstreamManager(ncA, { timeout: 2_000 });
   jsmB = await jetstreamManager(ncB, { timeout: 2_000 });

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,6 +59,12 @@ export interface NatsCluster extends NatsNodes {
   isolate(index: number): number;
   /** Lets node `index` (default: every node) route again; a proxy stays blocked while its other end is isolated. */
   heal(index?: number): void;
+  /**
+   * A client connection to node `index` alone: it ignores the cluster's
+   * other URLs, so it stays on that node through isolations (and retries
+   * it forever). Closed by {@link NatsNodes.cleanup}.
+   */
+  connectOnly(index: number): Promise<NatsConnection>;
 }
 
 /** Route ports are picked up front (every config names its peers), so a lost race is retried. */
@@ -146,9 +154,11 @@ async function launchCluster(
     nodes.push({ name, server });
   }
 
+  const clients: NatsConnection[] = [];
   let cleaning: Promise<void> | undefined;
   const cleanup = () => {
     cleaning ??= (async () => {
+      await Promise.all(clients.map((nc) => nc.close().catch(() => undefined)));
       await Promise.all(nodes.map((node) => node.server.cleanup()));
       await Promise.all(proxies.map((proxy) => proxy.close()));
       await rm(baseDir, { recursive: true, force: true, maxRetries: 3 });
@@ -195,6 +205,12 @@ async function launchCluster(
       if (index === undefined) isolated.clear();
       else isolated.delete(index);
       for (const proxy of proxies) if (!isolated.has(proxy.from) && !isolated.has(proxy.to)) proxy.unblock();
+    },
+    async connectOnly(index) {
+      if (!Number.isInteger(index) || index < 0 || index >= size) throw new RangeError(`no node ${index} in a ${size}-node cluster`);
+      const nc = await connect({ servers: servers[index]!.url, ignoreClusterUpdates: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+      clients.push(nc);
+      return nc;
     },
     cleanup,
   };
