@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isSessionLogError, newTaskId, TaskTable } from '@tether/session-log';
 import type { StoredTask, TaskRecord, TaskTableOptions } from '@tether/session-log';
-import { startNatsCluster } from '@tether/testing';
+import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
 import { ALICE, sleep } from './fixtures.js';
 
@@ -13,9 +13,14 @@ import { ALICE, sleep } from './fixtures.js';
 // still reachable, which keeps calling itself leader until it has missed a
 // quorum for 10 s. A real 3-node cluster with every route through a proxy
 // (`proxyRoutes`), the task stream R3 led by node A, a table connected to
-// A only: A is isolated, B and C elect a leader, the task is created
-// through B, and the read through A must fail `log_unavailable` (never
-// answer "not found") until A is back, then find the task.
+// A only: A is isolated. From 4 s after the cut until A steps down, a read
+// of any id through A must fail `log_unavailable` (without the fix A answers
+// "not found"). B and C elect a leader, the task is created through B, and
+// the read through A must fail `log_unavailable` (never answer "not found")
+// until A is back, then find the task. Whether A still leads when the task
+// exists depends on the machine's load (CI missed it three rounds running),
+// so only the first part is required; the output says whether the second
+// was reached.
 
 let cluster: NatsCluster;
 beforeAll(async () => {
@@ -91,29 +96,36 @@ beforeAll(async () => {
   tableB = await TaskTable.open(ncB, jetstream(ncB, { timeout: 2_000 }), jsmB, options);
 }, 60_000);
 
-/** Moves the stream's leadership to A (2.11+ takes a preferred peer). */
-async function leadFromA(): Promise<void> {
-  for (let attempt = 1; ; attempt += 1) {
-    const now = await view(jsmB, options.streamName);
-    if (typeof now !== 'string' && now.leader === nameA) return;
-    if (attempt > 40) throw new Error(`stream leader is ${JSON.stringify(now)}, could not move it to ${nameA}`);
-    if (typeof now !== 'string' && now.leader !== undefined) {
-      await ncB.request(`$JS.API.STREAM.LEADER.STEPDOWN.${options.streamName}`, JSON.stringify({ placement: { preferred: nameA } }), { timeout: 2_000 }).catch(() => undefined);
-    }
-    await sleep(500);
-  }
-}
+const leadFromA = () => moveStreamLeader(ncB, jsmB, options.streamName, nameA);
 
 describe('TaskTable on a stream leader cut off from its peers', () => {
   it('a task created through the new leader is never "not found" through the old one: log_unavailable until healed, then found', async () => {
-    // A may step down (10-20 s after the cut) before the rest of the test
-    // reaches it; then nothing stale is left to read, and the round is tried again.
-    let reproduced = false;
-    for (let round = 1; round <= 3 && !reproduced; round += 1) {
+    // Reads through A while it led without a quorum: the case no timing misses.
+    let staleReads = 0;
+    // Rounds in which A still answered "no message" for the task created
+    // through B: that needs B and C to elect before A steps down (10-20 s
+    // after the cut), which a loaded machine may not give.
+    let createdCaseRounds = 0;
+    for (let round = 1; round <= 3 && staleReads === 0; round += 1) {
       await leadFromA();
       const cutAt = Date.now();
       const since = () => `${((Date.now() - cutAt) / 1000).toFixed(1)} s`;
       cluster.isolate(0);
+      const ranStale = await readWhileCutOffLeaderLeads({
+        cutAt,
+        jsm: jsmA,
+        stream: options.streamName,
+        leader: nameA,
+        read: async () => {
+          const outcome = await tableA.read(newTaskId()).then(
+            (stored) => `answered ${stored === undefined ? 'not found' : 'found'}`,
+            (err: unknown) => (isSessionLogError(err, 'log_unavailable') ? 'log_unavailable' : `other: ${String(err).slice(0, 80)}`),
+          );
+          expect(outcome, `an unknown id read through A while it led without a quorum, ${since()} after the cut`).toBe('log_unavailable');
+        },
+      });
+      staleReads += ranStale;
+      process.stdout.write(`round ${round}: ${ranStale} reads of unknown ids through A while it still led, from 4 s after the cut: all log_unavailable\n`);
       const seen: string[] = [];
       let newLeader: string | undefined;
       while (newLeader === undefined) {
@@ -143,11 +155,11 @@ describe('TaskTable on a stream leader cut off from its peers', () => {
       );
       const staleView = await view(jsmA, options.streamName);
       process.stdout.write(`round ${round}: task created through ${newLeader} at ${since()}; A's own STREAM.MSG.GET: ${raw}; A's STREAM.INFO: ${typeof staleView === 'string' ? staleView : `leader ${staleView.leader}, ${activeMs(staleView.peers)}`}\n`);
-      reproduced = raw === 'no message';
+      if (raw === 'no message') createdCaseRounds += 1;
 
       // Through A, until healed: never undefined, always log_unavailable.
       const errors = new Map<string, number>();
-      const isolatedUntil = Date.now() + (reproduced ? 3_000 : 0);
+      const isolatedUntil = Date.now() + (raw === 'no message' ? 3_000 : 0);
       let reads = 0;
       do {
         reads += 1;
@@ -185,7 +197,12 @@ describe('TaskTable on a stream leader cut off from its peers', () => {
       }
       process.stdout.write(`round ${round}: healed; found through A after ${Date.now() - healedAt} ms (${JSON.stringify(Object.fromEntries(afterHeal))})\n`);
     }
-    expect(reproduced, 'A kept answering as leader until the task was read through it').toBe(true);
+    process.stdout.write(
+      createdCaseRounds > 0
+        ? `A still answered "no message" for the task created through the new leader in ${createdCaseRounds} round(s); every read of it through A was log_unavailable\n`
+        : 'NOT REACHED: A stepped down before the task was created through the new leader in every round (a loaded machine); the created-elsewhere case was not exercised this run, the unknown-id reads above were\n',
+    );
+    expect(staleReads, 'reads through A while it still led without a quorum').toBeGreaterThan(0);
   }, 240_000);
 
   it('costs nothing for a task found; a "not found" is confirmed by one STREAM.INFO per 500 ms at most', async () => {
