@@ -37,10 +37,11 @@ export interface StreamDeps {
  * (`write()` returned false) until it drains or the call ends. This is the
  * whole of the flow control: the next event is not even read from the log
  * until the previous one fits into the call's buffer, so a slow reader costs
- * a few messages of memory, not its whole backlog.
+ * a few messages of memory, not its whole backlog. Resolves true when it
+ * had to wait (Resume counts these: `readerWaits` in its "resume ended").
  */
-export async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signal: AbortSignal): Promise<void> {
-  if (call.write(message)) return;
+export async function send<T>(call: ServerWritableStream<unknown, T>, message: T, signal: AbortSignal): Promise<boolean> {
+  if (call.write(message)) return false;
   await new Promise<void>((resolve) => {
     const done = (): void => {
       call.off('drain', done);
@@ -51,6 +52,7 @@ export async function send<T>(call: ServerWritableStream<unknown, T>, message: T
     signal.addEventListener('abort', done, { once: true });
     if (signal.aborted) done();
   });
+  return true;
 }
 
 /**
@@ -153,16 +155,18 @@ export function resumeHandler(deps: StreamDeps) {
     }, signal);
     const stats = createFollowStats();
     let sent = 0;
+    // How often the next event waited for the reader to take the previous ones.
+    let readerWaits = 0;
     try {
       for await (const event of result.events({ signal, stats })) {
-        await send(call, { event: toProtoEvent(event) }, signal);
+        if (await send(call, { event: toProtoEvent(event) }, signal)) readerWaits += 1;
         sent += 1;
         if (signal.aborted) break;
       }
     } finally {
       deps.metrics.replayEvents.record(stats.fromLog);
       trace.getActiveSpan()?.setAttributes({ 'tether.events': sent, 'tether.events.from_log': stats.fromLog, 'tether.events.from_live': stats.fromLive });
-      deps.logger.debug({ sessionId, stream: result.stream, sent, ...stats, cancelled: signal.aborted }, 'resume ended');
+      deps.logger.debug({ sessionId, stream: result.stream, sent, readerWaits, ...stats, cancelled: signal.aborted }, 'resume ended');
     }
   });
 }
