@@ -20,7 +20,8 @@
 #   TETHER_SKIP_NODE24=1           run the main run on this node when no Node 24
 #                                  can be had (both locally only: ignored under CI=true)
 #   TETHER_TEST_PARALLEL=1         run node22 and conformance beside the main run
-#                                  (default: one after another; see below)
+#                                  (default: after it, side by side; see below)
+#   TETHER_TEST_SERIAL=1           every part one after another
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NO_COLOR=1
@@ -140,24 +141,26 @@ if ! node_modules/.bin/tsc -b || ! node_modules/.bin/tsc -p test/conformance; th
 fi
 timings+=("build $((SECONDS - start))s")
 
-# The main run in the foreground; the Node 22 run, then the conformance
-# suite, beside it. The suites wait on servers, timers and child processes
-# far more than they compute: beside a chaos run using the same 2 cores the
-# main run took 806 s, against 605 s on an idle machine, so the side runs
-# fill idle cores instead of waiting their turn. Two workers each: with
-# three for the main run, beside other engineers' chaos runs (load 20-29),
-# time-bounded harnesses (chaos, fuzz, slow-client) missed their bounds.
-# The side runs' output is held and printed after the main run's, each
-# under its own header. TETHER_TEST_WORKERS_MAIN and _SIDE set the workers.
+# The suites wait on servers, timers and child processes far more than
+# they compute (a clean run used 58% of 2 cores on average), so parts side
+# by side fill idle cores instead of waiting their turn. Two workers per
+# vitest run: with three for the main run, beside other engineers' chaos
+# runs (load 20-29), time-bounded harnesses (chaos, fuzz, slow-client)
+# missed their bounds. Side runs' output is held and printed after the main
+# run's, each under its own header. TETHER_TEST_WORKERS_MAIN and _SIDE set
+# the workers.
 #
-# One part at a time is the default: on a clean 2-core CI clone with the
-# parts side by side (main run 628 s, all in about 11 min), two timing-bound
-# tests of the Node 22 run failed (partition-failover's "others go on without
-# a pause", principals' idle-out), so side by side is opt-in until they hold
-# there: TETHER_TEST_PARALLEL=1. TETHER_TEST_SERIAL=1 forces one at a time.
-serial=1
-[ "${TETHER_TEST_PARALLEL:-}" = "1" ] && serial=0
-[ "${TETHER_TEST_SERIAL:-}" = "1" ] && serial=1
+# The default: the main run alone, then the Node 22 run and the conformance
+# suite beside each other. On a clean 2-core CI clone with every part side by
+# side (main run 628 s, all in about 11 min), two timing-bound tests of the
+# Node 22 run failed (partition-failover's "others go on without a pause",
+# principals' idle-out), so that is opt-in: TETHER_TEST_PARALLEL=1. The
+# conformance suite is one worker that mostly waits on the suite's request
+# timeouts, so beside the Node 22 run it costs that run little
+# (docs/benchmarks.md, "npm test"). TETHER_TEST_SERIAL=1: one at a time.
+mode=after
+[ "${TETHER_TEST_PARALLEL:-}" = "1" ] && mode=beside
+[ "${TETHER_TEST_SERIAL:-}" = "1" ] && mode=serial
 side_parts=()
 if [ -n "$NODE22" ]; then
   # The files that cross a process or a socket: every *.int.test.ts and
@@ -186,20 +189,30 @@ run_side() {
   echo "$((SECONDS - start))" >"$logs/$name.secs"
 }
 main_name="node$(major "$main_node")"
-if [ "$serial" = "1" ]; then
-  # One run at a time.
-  TETHER_TEST_WORKERS=${TETHER_TEST_WORKERS_MAIN:-2} run_part "$main_name" "$main_node" "$VITEST" run
-  for name in "${side_parts[@]}"; do run_side "$name"; done
-else
-  (for name in "${side_parts[@]}"; do run_side "$name"; done) &
-  side_pid=$!
-  echo "=== beside it (TETHER_TEST_PARALLEL=1): ${side_parts[*]:-nothing} (output below when the main run ends)"
-  TETHER_TEST_WORKERS=${TETHER_TEST_WORKERS_MAIN:-2} run_part "$main_name" "$main_node" "$VITEST" run
-  wait "$side_pid"
-fi
+run_main() { TETHER_TEST_WORKERS=${TETHER_TEST_WORKERS_MAIN:-2} run_part "$main_name" "$main_node" "$VITEST" run; }
+case $mode in
+  serial)
+    run_main
+    for name in "${side_parts[@]}"; do run_side "$name"; done
+    ;;
+  after)
+    run_main
+    side_pids=()
+    for name in "${side_parts[@]}"; do run_side "$name" & side_pids+=($!); done
+    echo "=== after it, side by side: ${side_parts[*]:-nothing}"
+    for pid in "${side_pids[@]}"; do wait "$pid"; done
+    ;;
+  beside)
+    (for name in "${side_parts[@]}"; do run_side "$name"; done) &
+    side_pid=$!
+    echo "=== beside it (TETHER_TEST_PARALLEL=1): ${side_parts[*]:-nothing} (output below when the main run ends)"
+    run_main
+    wait "$side_pid"
+    ;;
+esac
 for name in "${side_parts[@]}"; do
   declare -n cmd="side_$name"
-  echo "=== $name ($([ "$serial" = "1" ] && echo "after" || echo "beside") the main run): ${cmd[*]}"
+  echo "=== $name ($mode): ${cmd[*]}"
   if [ -f "$logs/$name.out" ]; then cat "$logs/$name.out"; else echo "(no output)"; fi
   timings+=("$name $(cat "$logs/$name.secs" 2>/dev/null || echo '?')s")
   count "$name" "$(cat "$logs/$name.rc" 2>/dev/null || echo 1)"
