@@ -3,7 +3,7 @@ import { SessionLog, isSessionLogError } from '@tether/session-log';
 import type { LogEvent } from '@tether/session-log';
 import { startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
-import { ALICE, bytes, isolatedNames, sleep } from './fixtures.js';
+import { ALICE, bytes, isolatedNames, sleep, whileUnavailable } from './fixtures.js';
 
 let cluster: NatsCluster;
 beforeAll(async () => {
@@ -15,8 +15,8 @@ afterAll(async () => {
 
 describe('3-node R3 cluster', () => {
   it('one node killed during appends: reads stay gap-free or end explicitly', async () => {
-    const log = await SessionLog.create({ servers: [...cluster.urls], ...isolatedNames(), replicas: 3, requestTimeoutMs: 2_000 });
-    const session = await log.createSession(ALICE);
+    const log = await whileUnavailable(() => SessionLog.create({ servers: [...cluster.urls], ...isolatedNames(), replicas: 3, requestTimeoutMs: 2_000 }));
+    const session = await whileUnavailable(() => log.createSession(ALICE));
     const stream = log.newStreamId();
     const acked: string[] = [];
     const explicitFailures: string[] = [];
@@ -91,13 +91,13 @@ describe('3-node R3 cluster', () => {
     // its own cluster with `sync_interval: always`.
     const synced = await startNatsCluster({ size: 3, configLines: ['jetstream { sync_interval: always }'] });
     try {
-      const log = await SessionLog.create({ servers: [...synced.urls], ...isolatedNames(), replicas: 3 });
+      const log = await whileUnavailable(() => SessionLog.create({ servers: [...synced.urls], ...isolatedNames(), replicas: 3 }));
       const writers = 64;
       const perWriter = 100;
       const failures: string[] = [];
       await Promise.all(
         Array.from({ length: writers }, async () => {
-          const session = await log.createSession(ALICE);
+          const session = await whileUnavailable(() => log.createSession(ALICE));
           const stream = log.newStreamId();
           for (let i = 1; i <= perWriter; i += 1) {
             try {

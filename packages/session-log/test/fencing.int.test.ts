@@ -39,7 +39,7 @@ import { createSubjects, isSessionLogError, SessionLog } from '@tether/session-l
 import type { Cursor, LogEvent, SessionRecord } from '@tether/session-log';
 import { startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
-import { ALICE, bytes, isolatedNames, text } from './fixtures.js';
+import { ALICE, bytes, isolatedNames, text, whileUnavailable } from './fixtures.js';
 
 /** Races per case, and the time each case may take: whichever ends first. */
 const RAW_RACES = 200;
@@ -367,12 +367,12 @@ describe('nats-server#4320 on a 3-node R3 cluster: two writers expect the same l
 
   it("Tether's writers in the same race, on two nodes: the loser fails writer_conflict, the log and its readers hold the winner's event once", async () => {
     const names = isolatedNames();
-    const one = await SessionLog.create({ servers: cluster.urls[0]!, ...names, replicas: 3 });
+    const one = await whileUnavailable(() => SessionLog.create({ servers: cluster.urls[0]!, ...names, replicas: 3 }));
     logs.push(one);
-    const two = await SessionLog.create({ servers: cluster.urls[1]!, ...names, replicas: 3 });
+    const two = await whileUnavailable(() => SessionLog.create({ servers: cluster.urls[1]!, ...names, replicas: 3 }));
     logs.push(two);
     await untilEveryNodeStores(conns, createSubjects(one.config.subjectPrefix).log('warm-up', '0'));
-    const session = await one.createSession(ALICE);
+    const session = await whileUnavailable(() => one.createSession(ALICE));
     const tally = await tetherRaces(one, session, async (stream) => {
       const writer = await two.openWriter(session.sessionId, stream, true);
       return (payload) => writer.append('event', payload);
@@ -387,11 +387,11 @@ describe('nats-server#4320 on a 3-node R3 cluster: two writers expect the same l
 
   it("a rival with another message id (not Tether's writer): one of the two is refused by the sequence check", async () => {
     const names = isolatedNames();
-    const one = await SessionLog.create({ servers: cluster.urls[0]!, ...names, replicas: 3 });
+    const one = await whileUnavailable(() => SessionLog.create({ servers: cluster.urls[0]!, ...names, replicas: 3 }));
     logs.push(one);
     const subjects = createSubjects(one.config.subjectPrefix);
     await untilEveryNodeStores(conns, subjects.log('warm-up', '0'));
-    const session = await one.createSession(ALICE);
+    const session = await whileUnavailable(() => one.createSession(ALICE));
     const js = jetstream(conns[1]!);
     // The event Tether's writer would append, under a message id of its own.
     const rival: Rival = async (stream, first) => (payload) => {

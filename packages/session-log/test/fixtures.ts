@@ -2,7 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
-import { SessionLog, principalDigest } from '@tether/session-log';
+import { isSessionLogError, SessionLog, principalDigest } from '@tether/session-log';
 import type { CreateSessionLogOptions, LogEvent, ResumeResult, SessionLogOptions } from '@tether/session-log';
 
 export const ALICE = principalDigest('Bearer alice');
@@ -64,6 +64,24 @@ export async function take<T>(iterable: AsyncIterable<T>, count: number): Promis
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * `attempt()` again every 500 ms while it fails `log_unavailable`, up to
+ * `timeoutMs`. For setup on a cluster just started: right after an R3
+ * stream is created, its leader is still being elected, or its interest has
+ * not yet reached the other servers ("no responders"), which the library
+ * answers `log_unavailable` as a client would get it (seen on a loaded
+ * 2-core machine). Any other error, or the last one, is thrown.
+ */
+export async function whileUnavailable<T>(attempt: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  for (const startedAt = Date.now(); ; await sleep(500)) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!isSessionLogError(err, 'log_unavailable') || Date.now() - startedAt > timeoutMs) throw err;
+    }
+  }
 }
 
 /** Every event of an accepted resume, to its end; any other verdict fails with its reason. */

@@ -12,14 +12,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
 import { isSessionLogError, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
-import { startNatsCluster } from '@tether/testing';
+import { moveStreamLeader, startNatsCluster, streamLeader } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
-import { ALICE, bytes, isolatedNames, sleep } from './fixtures.js';
+import { ALICE, bytes, isolatedNames, sleep, whileUnavailable } from './fixtures.js';
 
 const PARTITIONS = 3;
 /**
@@ -40,24 +38,6 @@ afterAll(async () => {
 async function serverName(monitorPort: number): Promise<string> {
   const varz = (await (await fetch(`http://127.0.0.1:${monitorPort}/varz`)).json()) as { server_name: string };
   return varz.server_name;
-}
-
-async function leaderOf(jsm: JetStreamManager, stream: string): Promise<string | undefined> {
-  try {
-    return (await jsm.streams.info(stream)).cluster?.leader;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Moves a stream's Raft leadership to `target`: a step-down that names it as the preferred successor, until it holds. */
-async function lead(nc: NatsConnection, jsm: JetStreamManager, stream: string, target: string): Promise<void> {
-  for (let attempt = 0; attempt < 20; attempt += 1) {
-    if ((await leaderOf(jsm, stream)) === target) return;
-    await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, JSON.stringify({ placement: { preferred: target } }), { timeout: 5_000 }).catch(() => undefined);
-    for (let wait = 0; wait < 20 && (await leaderOf(jsm, stream)) === undefined; wait += 1) await sleep(100);
-  }
-  throw new Error(`${stream}: leadership did not move to ${target}`);
 }
 
 interface PartitionRun {
@@ -81,7 +61,7 @@ describe('partitions on a 3-node R3 cluster', () => {
     // The log's connection stays on node 0 (no cluster URLs learned): the kill must not cut the client.
     const nc = await connect({ servers: cluster.urls[0]!, ignoreClusterUpdates: true, maxReconnectAttempts: -1 });
     const jsm = await jetstreamManager(nc);
-    const log = await SessionLog.create({ nc, ...isolatedNames(), replicas: 3, partitions: PARTITIONS, requestTimeoutMs: 2_000 });
+    const log = await whileUnavailable(() => SessionLog.create({ nc, ...isolatedNames(), replicas: 3, partitions: PARTITIONS, requestTimeoutMs: 2_000 }));
     try {
       const runs: PartitionRun[] = log.layout.partitions.map((p) => ({
         index: p.index,
@@ -97,12 +77,12 @@ describe('partitions on a 3-node R3 cluster', () => {
         maxGapMs: 0,
       }));
       // Partition k led by node k: its stream and both its buckets.
-      for (const run of runs) for (const group of run.groups) await lead(nc, jsm, group, names[run.index]!);
-      for (const run of runs) run.leadersBefore = await Promise.all(run.groups.map((g) => leaderOf(jsm, g).then((l) => l ?? '?')));
+      for (const run of runs) for (const group of run.groups) await moveStreamLeader(nc, jsm, group, names[run.index]!);
+      for (const run of runs) run.leadersBefore = await Promise.all(run.groups.map((g) => streamLeader(jsm, g).then((l) => l ?? '?')));
       // Two sessions per partition, each with a stream already written.
       const sessions = new Map<number, SessionRecord[]>();
       while ([...sessions.values()].reduce((n, list) => n + list.length, 0) < 2 * PARTITIONS) {
-        const session = await log.createSession(ALICE);
+        const session = await whileUnavailable(() => log.createSession(ALICE));
         const index = log.partitionOf(session.sessionId).index;
         const list = sessions.get(index) ?? [];
         if (list.length < 2) sessions.set(index, [...list, session]);
@@ -150,7 +130,7 @@ describe('partitions on a 3-node R3 cluster', () => {
       await sleep(AFTER_KILL_MS);
       stop = true;
       await Promise.all(appenders);
-      for (const run of runs) run.leadersAfter = await Promise.all(run.groups.map((g) => leaderOf(jsm, g).then((l) => l ?? '?')));
+      for (const run of runs) run.leadersAfter = await Promise.all(run.groups.map((g) => streamLeader(jsm, g).then((l) => l ?? '?')));
 
       const pct = (values: number[], q: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
       process.stdout.write(`partition failover: node ${names[victim]} killed; each partition's groups led by ${names.join(', ')} in order\n`);

@@ -6,7 +6,7 @@ import { isSessionLogError, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster, streamLeader } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
-import { ALICE, isolatedNames, sleep } from './fixtures.js';
+import { ALICE, isolatedNames, sleep, whileUnavailable } from './fixtures.js';
 
 // Finding 16's other half: the session registry is read from its bucket's
 // stream leader too. A node cut off from its peers keeps leading for up to
@@ -31,17 +31,11 @@ afterAll(async () => {
   await cluster?.cleanup();
 });
 
-/** The log on `nc`; an R3 placement just after the cluster started (or on a loaded machine) may find a peer not yet current. */
+/** The log on `nc`, closed at teardown. */
 async function open(nc: NatsConnection, names: ReturnType<typeof isolatedNames>): Promise<SessionLog> {
-  for (const startedAt = Date.now(); ; await sleep(500)) {
-    try {
-      const log = await SessionLog.create({ nc, ...names, replicas: 3, requestTimeoutMs: 2_000 });
-      logs.push(log);
-      return log;
-    } catch (err) {
-      if (!isSessionLogError(err, 'log_unavailable') || Date.now() - startedAt > 30_000) throw err;
-    }
-  }
+  const log = await whileUnavailable(() => SessionLog.create({ nc, ...names, replicas: 3, requestTimeoutMs: 2_000 }));
+  logs.push(log);
+  return log;
 }
 
 describe('the session registry on a bucket leader cut off from its peers', () => {

@@ -6,7 +6,7 @@ import { isSessionLogError, newTaskId, TaskTable } from '@tether/session-log';
 import type { StoredTask, TaskRecord, TaskTableOptions } from '@tether/session-log';
 import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
-import { ALICE, sleep } from './fixtures.js';
+import { ALICE, sleep, whileUnavailable } from './fixtures.js';
 
 // Finding 16: a task created through the leader the majority elected was
 // read as "not found" through the old leader, cut off from its peers but
@@ -92,8 +92,8 @@ beforeAll(async () => {
   nameA = ncA.info!.server_name;
   jsmA = await jetstreamManager(ncA, { timeout: 2_000 });
   jsmB = await jetstreamManager(ncB, { timeout: 2_000 });
-  tableA = await TaskTable.open(ncA, jetstream(ncA, { timeout: 2_000 }), jsmA, options);
-  tableB = await TaskTable.open(ncB, jetstream(ncB, { timeout: 2_000 }), jsmB, options);
+  tableA = await whileUnavailable(() => TaskTable.open(ncA, jetstream(ncA, { timeout: 2_000 }), jsmA, options));
+  tableB = await whileUnavailable(() => TaskTable.open(ncB, jetstream(ncB, { timeout: 2_000 }), jsmB, options));
 }, 60_000);
 
 const leadFromA = () => moveStreamLeader(ncB, jsmB, options.streamName, nameA);
@@ -211,7 +211,7 @@ describe('TaskTable on a stream leader cut off from its peers', () => {
     let infoRequests = 0;
     const sub = ncA.subscribe(`$JS.API.STREAM.INFO.${options.streamName}`, { callback: () => void (infoRequests += 1) });
     await ncA.flush();
-    const known = await tableB.create(record(newTaskId()));
+    const known = await whileUnavailable(() => tableB.create(record(newTaskId())));
     for (let i = 0; i < 20; i += 1) expect((await tableA.read(known.record.taskId))?.seq).toBe(known.seq);
     await ncA.flush();
     expect(infoRequests).toBe(0);
