@@ -9,7 +9,7 @@ import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.
 import { findNatsServerBinary } from './find-binary.js';
 import { ManagedNatsServer, type NatsServer } from './nats-server.js';
 import { getFreePorts, LOOPBACK } from './ports.js';
-import { jetStreamApiProbe, readMetaCluster, type Probe } from './readiness.js';
+import { jetStreamApiProbe, placementProbe, readMetaCluster, type Probe } from './readiness.js';
 import { startRouteProxy, type RouteProxy } from './route-proxy.js';
 
 /** Options of {@link startNatsCluster}. */
@@ -169,8 +169,13 @@ async function launchCluster(
 
   // Restarts only need the restarted node back in the meta group; the first
   // start needs everyone (an R3 placement needs all three peers known).
+  // The first start also needs an R<size> placement to succeed once (node 0 tries it).
   for (const node of nodes) node.server.setReadyProbe(metaMemberProbe(node.name, nodes, false));
-  const starts = nodes.map((node) => node.server.start(metaMemberProbe(node.name, nodes, true)));
+  const starts = nodes.map((node, index) => {
+    const member = metaMemberProbe(node.name, nodes, true);
+    const probe: Probe = index > 0 || size < 2 ? member : async (timeoutMs) => (await member(timeoutMs)) ?? (await placementProbe(node.server.url, size)(timeoutMs));
+    return node.server.start(probe);
+  });
   try {
     await Promise.all(starts);
   } catch (err) {

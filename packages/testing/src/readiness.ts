@@ -1,5 +1,5 @@
 import { request } from 'node:http';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { LOOPBACK } from './ports.js';
 
@@ -31,6 +31,32 @@ export function jetStreamApiProbe(url: string): Probe {
     try {
       const jsm = await jetstreamManager(nc, { timeout: timeoutMs, checkAPI: false });
       await jsm.getAccountInfo();
+      return undefined;
+    } finally {
+      await nc.close();
+    }
+  };
+}
+
+/**
+ * Creates, then deletes, a throwaway memory stream with `replicas` replicas
+ * through `url`. A meta group whose peers are all current can still refuse
+ * a placement for a moment ("no suitable peers for placement, peer offline":
+ * the leader has not yet had every peer's JetStream stats), which a test's
+ * first R3 stream met on a loaded machine. Ready once a placement succeeds.
+ */
+export function placementProbe(url: string, replicas: number): Probe {
+  return async (timeoutMs) => {
+    const nc = await connect({ servers: url, reconnect: false, timeout: timeoutMs, ignoreClusterUpdates: true, name: 'tether-testing-readiness' });
+    const name = `TETHER_READY_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: timeoutMs, checkAPI: false });
+      try {
+        await jsm.streams.add({ name, subjects: [`_tether_ready.${name}`], num_replicas: replicas, storage: StorageType.Memory, max_msgs: 1 });
+      } catch (err) {
+        return `an R${replicas} placement: ${String(err).slice(0, 200)}`;
+      }
+      await jsm.streams.delete(name).catch(() => undefined);
       return undefined;
     } finally {
       await nc.close();
