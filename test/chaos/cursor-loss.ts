@@ -9,8 +9,8 @@ import type { Exchange } from './record.js';
 import { bump } from './util.js';
 
 /**
- * A resumed response that broke (network error, cut) after delivering only
- * its resume acknowledgment (the cursor as its id), and after which the SDK client
+ * A resumed response that broke (network error, cut) after delivering at
+ * most its resume acknowledgment (the cursor as its id), and after which the SDK client
  * reconnected *without* `Last-Event-ID`: the client lost its cursor. The
  * acknowledgment carries the cursor precisely so the SDK keeps it (it only keeps ids
  * seen on the current response); if it never reached the SDK, a POST
@@ -57,7 +57,7 @@ export function cursorLosses(
           continue;
         }
         bump(counts, 'post stream never resumed again');
-        add('stall_cursor_lost', `the resume from ${ex.cursor} broke after its priming event (${ex.end}${ex.error === undefined ? '' : `: ${ex.error.slice(0, 80)}`}); the client's next GET (#${next.n}, ${next.startedAt - ended} ms later) carried no Last-Event-ID and the stream was never resumed again; ${traceAfter(list, ex, group?.exchanges ?? [])}`);
+        add('stall_cursor_lost', `the resume from ${ex.cursor} broke ${brokeWhere(ex)} (${ex.end}${ex.error === undefined ? '' : `: ${ex.error.slice(0, 80)}`}); the client's next GET (#${next.n}, ${next.startedAt - ended} ms later) carried no Last-Event-ID and the stream was never resumed again; ${traceAfter(list, ex, group?.exchanges ?? [])}`);
         continue;
       }
       const head = next.events.find((e) => e.id !== undefined)?.id;
@@ -72,10 +72,15 @@ export function cursorLosses(
         continue;
       }
       bump(counts, 'get stream restarted from the head, events skipped');
-      add('gap_cursor_lost', `the resume from ${ex.cursor} broke after its priming event; the client reopened the GET stream without Last-Event-ID (#${next.n}) at ${head}, skipping ${skipped} logged event(s)`);
+      add('gap_cursor_lost', `the resume from ${ex.cursor} broke ${brokeWhere(ex)}; the client reopened the GET stream without Last-Event-ID (#${next.n}) at ${head}, skipping ${skipped} logged event(s)`);
     }
   }
   return { byStream, counts };
+}
+
+/** Where the resumed response broke: with nothing on it (0 events: the client had no id from it), or after its acknowledgment. */
+function brokeWhere(ex: Exchange): string {
+  return ex.events.length === 0 ? 'before its acknowledgment (no event on the wire)' : 'after its acknowledgment';
 }
 
 /**

@@ -1,4 +1,4 @@
-import { SseParser } from '@tether/protocol';
+import { SseParser, encodeSseEvent } from '@tether/protocol';
 import { BlockBoundaries } from './boundary.js';
 import type { StreamCheck, StreamFinding } from './check.js';
 
@@ -23,8 +23,16 @@ export interface GuardBodyHooks {
  *
  * A resumed stream is held back entirely until `check.verified`: the first
  * resumed event reaches the client only after it passed (DESIGN §1).
+ *
+ * `resumedFrom` is the cursor of a resumed stream. If such a stream breaks
+ * or ends before any id reached the client (no acknowledgment, no event),
+ * the client gets its own cursor back as an id-only event and a clean end,
+ * not the error: the SDK clients (v1 1.32, v2 2.4) keep only ids seen on the
+ * current response, and would otherwise reconnect without `Last-Event-ID`,
+ * which never resumes a request's stream (finding 17, docs/reliability.md).
+ * A clean end, because erroring a stream drops what it still queues.
  */
-export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck, hooks: GuardBodyHooks): ReadableStream<Uint8Array> {
+export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck, hooks: GuardBodyHooks, resumedFrom?: string): ReadableStream<Uint8Array> {
   const reader = source.getReader();
   const parser = new SseParser();
   const boundaries = new BlockBoundaries();
@@ -33,6 +41,16 @@ export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck
   let heldBytes = 0;
   let complete = 0;
   let finished = false;
+  // Whether the client has an id from this response (always, for a fresh stream).
+  let holdsCursor = resumedFrom === undefined;
+
+  /** Hands a resumed stream's client its cursor when nothing of the stream gave it one. Returns whether it did. */
+  const keepCursor = (controller: ReadableStreamDefaultController<Uint8Array>): boolean => {
+    if (holdsCursor || resumedFrom === undefined) return false;
+    holdsCursor = true;
+    controller.enqueue(new TextEncoder().encode(encodeSseEvent({ id: resumedFrom, data: '' })));
+    return true;
+  };
 
   const fail = async (controller: ReadableStreamDefaultController<Uint8Array>, finding: StreamFinding): Promise<void> => {
     finished = true;
@@ -58,6 +76,9 @@ export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck
     held = n < heldBytes ? [bytes.subarray(n)] : [];
     heldBytes -= n;
     complete = 0;
+    // What went ends at a block boundary, so it holds the acknowledgment or
+    // the first verified event whole once the check accepted either.
+    holdsCursor ||= check.verified || check.acknowledged;
     hooks.delivered(check.commit());
     return true;
   };
@@ -72,6 +93,7 @@ export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck
           r = await reader.read();
         } catch (err) {
           finished = true;
+          if (keepCursor(controller)) return controller.close();
           controller.error(err);
           return;
         }
@@ -82,6 +104,7 @@ export function guardBody(source: ReadableStream<Uint8Array>, check: StreamCheck
           // What is left is comments, retry hints or an unterminated block,
           // which the client's parser discards at the end anyway.
           release(controller, true);
+          keepCursor(controller);
           finished = true;
           controller.close();
           return;

@@ -149,6 +149,11 @@ export class StreamCheck {
     return this.#state.t === 'verifying' && this.#ackOnly;
   }
 
+  /** True once this resumed stream's acknowledgment was accepted (its id is the cursor). */
+  get acknowledged(): boolean {
+    return this.#acked;
+  }
+
   /** The finding that failed this stream, if any. */
   get finding(): StreamFinding | undefined {
     return this.#state.t === 'failed' ? this.#state.finding : undefined;

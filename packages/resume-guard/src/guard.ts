@@ -128,7 +128,7 @@ export function createResumeGuard(options: ResumeGuardOptions = {}): ResumeGuard
     const body = guardBody(res.body as ReadableStream<Uint8Array>, check, {
       delivered: (ids) => session.indexIds(entry, ids),
       violated: (f) => violate(findingError(f, { sessionId: session.id, lastEventId: cursor, url, status: res.status }), session, entry),
-    });
+    }, cursor);
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 

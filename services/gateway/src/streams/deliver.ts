@@ -58,7 +58,11 @@ export async function deliver(res: ServerResponse, events: AsyncIterable<LogEven
     'x-accel-buffering': 'no',
     ...options.headers,
   });
-  res.flushHeaders();
+  // A primed stream's headers leave with its opening frame, in one write:
+  // sent apart, a lost segment and a reset between them leave an SDK client
+  // a resumed response with no id, and it reconnects without its cursor
+  // (finding 17, docs/reliability.md). Unprimed, the headers go at once.
+  if (!options.priming) res.flushHeaders();
   let lastId: string | undefined;
   const heartbeat = (options.heartbeats ?? defaultHeartbeats).add(res, options.heartbeatMs);
   const write = async (chunk: string): Promise<boolean> => {
