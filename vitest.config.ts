@@ -51,9 +51,11 @@ export default defineConfig({
         test: { name: 'e2e-grpc', include: ['services/gateway/test/e2e/**/*.test.ts'], env: { TETHER_E2E_LOG: 'grpc' } },
       },
     ],
-    // Integration files start their own nats-server processes; two cores do
-    // not like more than a few at once. scripts/test.sh sets
-    // TETHER_TEST_WORKERS per run (its runs overlap: two workers each).
+    // Integration files start their own nats-server processes, and spend much
+    // of their time waiting on them: on 2 cores three workers kept the CPU 83 %
+    // busy against 65 % with two (docs/benchmarks.md, "npm test").
+    // scripts/test.sh sets TETHER_TEST_WORKERS per run (3 each; the Node 22
+    // and conformance runs overlap); a plain `npx vitest` gets 2.
     maxWorkers: Number(process.env['TETHER_TEST_WORKERS'] ?? '') || 2,
     // Longest files first, across both projects: no long file left for the end.
     sequence: { sequencer: LongestFirstSequencer },
