@@ -32,16 +32,14 @@ export default defineConfig({
   test: {
     projects: [
       {
-        // Files that cross a process, a socket or a server, and the long harnesses: each in a module graph of its own.
+        // Files that cross a process, a socket or a server, and the long harnesses (what the Node 22 run takes).
         extends: true,
         test: { name: 'io', include: IO_FILES },
       },
       {
-        // The pure files share their worker's module graph: importing the workspace afresh for each
-        // cost more than running them (53 s against 21 s for these 48 files, on 2 cores beside a chaos
-        // run; docs/benchmarks.md, "npm test"). So a pure test must leave no global state behind.
+        // The pure files.
         extends: true,
-        test: { name: 'unit', include: ROOTS.map((root) => `${root}/**/*.test.ts`), exclude: [...configDefaults.exclude, ...IO_FILES], isolate: false },
+        test: { name: 'unit', include: ROOTS.map((root) => `${root}/**/*.test.ts`), exclude: [...configDefaults.exclude, ...IO_FILES] },
       },
       {
         // The gateway's end-to-end suite again, with the session-log service
@@ -51,6 +49,12 @@ export default defineConfig({
         test: { name: 'e2e-grpc', include: ['services/gateway/test/e2e/**/*.test.ts'], env: { TETHER_E2E_LOG: 'grpc' } },
       },
     ],
+    // Every file shares its worker's module graph: importing the workspace
+    // afresh per file cost more than many files' tests (the Node 22 run:
+    // 244 s isolated, 201 s shared; docs/benchmarks.md, "npm test"). So a
+    // test leaves no global state behind: it closes what it opens, restores
+    // what it stubs, and keeps process-wide hooks to itself.
+    isolate: false,
     // Integration files start their own nats-server processes, and spend much
     // of their time waiting on them: on 2 cores three workers kept the CPU 83 %
     // busy against 65 % with two (docs/benchmarks.md, "npm test").
