@@ -24,9 +24,22 @@ async function streamedIds(sessionId: string, count: number): Promise<string[]> 
   return (await collect(post.messages)).map((m) => m.id).filter((id): id is string => id !== undefined);
 }
 
+/**
+ * The session answers 404 on every instance. The one that closed it knows at
+ * once; the other learns it from the close's control message and until then
+ * answers from its session cache (docs/design.md, "Session cache"): seen
+ * under a loaded CI run, a POST right after the refusal got 200 there. So
+ * the 404 is waited for, up to 2 s, not demanded on the first request.
+ */
 async function expectSessionGone(sessionId: string): Promise<void> {
-  const after = await request(stack.url, { method: 'POST', sessionId, body: callTool(9, UpstreamTools.Echo, { text: 'x' }) });
-  expect(after.status).toBe(404);
+  const statuses: number[] = [];
+  for (const started = Date.now(); Date.now() - started < 2_000; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    const after = await request(stack.url, { method: 'POST', sessionId, body: callTool(9, UpstreamTools.Echo, { text: 'x' }) });
+    statuses.push(after.status);
+    after.cancel();
+    if (after.status === 404) return;
+  }
+  expect(statuses.at(-1), `statuses after the close: ${statuses.join(', ')}`).toBe(404);
 }
 
 // Every verdict on the unpartitioned log and on 4 partitions (issue 24).
