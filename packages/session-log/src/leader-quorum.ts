@@ -1,4 +1,5 @@
-import type { ClusterInfo, JetStreamManager } from '@nats-io/jetstream';
+import type { ClusterInfo, JetStreamManager, StreamInfo } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 
 /**
  * A peer counts towards the leader's quorum if the leader heard from it
@@ -17,6 +18,14 @@ export const QUORUM_HEARD_WITHIN_MS = 3_000;
  * was answered inside that second.
  */
 export const QUORUM_VERDICT_MS = 500;
+
+/**
+ * How long a STREAM.INFO question waits for more answers after the last one.
+ * Only a leader answers it, so a second answer is a second server that
+ * believes it leads: a deposed leader that has not yet heard of the new
+ * term (it answers within the same round trip as the real one).
+ */
+export const LEADER_ANSWERS_STALL_MS = 50;
 
 const NANOS_PER_MS = 1_000_000;
 
@@ -41,19 +50,26 @@ const NANOS_PER_MS = 1_000_000;
  * costs one STREAM.INFO per half second per stream, and a found record costs
  * nothing.
  *
- * Limit: the verdict is about the leader that answers the STREAM.INFO. A
- * client whose server reaches both an old leader and its successor (a
- * partial partition: the old leader still connected to one follower that
- * voted for the new one) can get the old one's answers until its next
- * heartbeat tells it of the new term, about a second.
+ * Two leaders at once: when the cut heals, the old leader hears its peers
+ * again (its `active` figures turn fresh) an instant before it learns of the
+ * new term and steps down, and a request can reach both. So the STREAM.INFO
+ * collects every answer for {@link LEADER_ANSWERS_STALL_MS}: two servers
+ * naming themselves leader is a doubt. And a "not found" stands only if the
+ * read is asked again after the check and still finds nothing: the first
+ * answer may come from the old leader just before it stepped down, the
+ * check from the new one (seen once in CI: a read through the healed node
+ * said "not found" for a task the new leader held). The callers do that
+ * re-read (`TaskTable.read`, the session registry, the SDK's `findTask`).
  */
 export class LeaderQuorumCheck {
   readonly #jsm: JetStreamManager;
+  readonly #nc: NatsConnection;
   /** Stream → until when (`performance.now()`) a "not found" may be believed without asking again. */
   readonly #confirmedUntil = new Map<string, number>();
   readonly #inFlight = new Map<string, Promise<string | undefined>>();
 
-  constructor(jsm: JetStreamManager) {
+  constructor(nc: NatsConnection, jsm: JetStreamManager) {
+    this.#nc = nc;
     this.#jsm = jsm;
   }
 
@@ -69,9 +85,9 @@ export class LeaderQuorumCheck {
     // A check sent before our answer arrived covers it (see QUORUM_VERDICT_MS).
     if (pending !== undefined) return pending;
     const sentAt = performance.now();
-    const check = this.#jsm.streams.info(stream).then(
-      (info) => {
-        const doubt = quorumDoubt(info.cluster);
+    const check = this.#leaderAnswers(stream).then(
+      (answers) => {
+        const doubt = leadersDoubt(answers);
         if (doubt === undefined) this.#confirmedUntil.set(stream, sentAt + QUORUM_VERDICT_MS);
         return doubt;
       },
@@ -84,6 +100,30 @@ export class LeaderQuorumCheck {
       this.#inFlight.delete(stream);
     }
   }
+
+  /** Every server's answer to STREAM.INFO of `stream`, gathered until none came for {@link LEADER_ANSWERS_STALL_MS}. */
+  async #leaderAnswers(stream: string): Promise<StreamInfo[]> {
+    const prefix = this.#jsm.getOptions().apiPrefix ?? '$JS.API';
+    const answers: StreamInfo[] = [];
+    // An error answer (the meta leader's, for a stream without a leader) counts only when no leader answered.
+    let error: string | undefined;
+    const replies = await this.#nc.requestMany(`${prefix}.STREAM.INFO.${stream}`, undefined, { strategy: 'stall', stall: LEADER_ANSWERS_STALL_MS, maxWait: 5_000 });
+    for await (const msg of replies) {
+      const body = msg.json<StreamInfo & { error?: { description?: string } }>();
+      if (body.error !== undefined) error ??= body.error.description ?? 'JetStream API error';
+      else answers.push(body);
+    }
+    if (answers.length === 0 && error !== undefined) throw new Error(error);
+    return answers;
+  }
+}
+
+/** Undefined when exactly one server answered as the stream's leader and it had a quorum. */
+export function leadersDoubt(answers: readonly StreamInfo[]): string | undefined {
+  if (answers.length === 0) return 'no server answered as the stream leader';
+  const leaders = [...new Set(answers.map((info) => info.cluster?.leader ?? ''))];
+  if (leaders.length > 1) return `${leaders.length} servers answered as the stream leader (${leaders.join(', ')}): a leader deposed but not yet told`;
+  return quorumDoubt(answers[0]?.cluster);
 }
 
 /** Undefined when the leader and the peers it heard recently make a majority of the group. */

@@ -1,4 +1,4 @@
-import type { KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
 import { newEpoch, newSessionId } from '@tether/protocol';
 import { isCasFailure, SessionLogError, SessionLogErrorCode } from './errors.js';
 import { assertSessionId } from './ids.js';
@@ -131,17 +131,26 @@ export class SessionRegistry {
 
   async #read(sessionId: string): Promise<Stored | undefined> {
     assertSessionId(sessionId);
+    let entry = await this.#get(sessionId);
+    if (entry === undefined) {
+      await this.#confirmAbsent(sessionId);
+      // Asked again after the check: the first "no such key" may have come
+      // from a leader that stepped down just after (LeaderQuorumCheck).
+      entry = await this.#get(sessionId);
+      if (entry === undefined) return undefined;
+    }
+    return { record: parseRecord(sessionId, entry.string()), revision: entry.revision };
+  }
+
+  /** The session's entry, or undefined when the bucket holds none (or a delete). */
+  async #get(sessionId: string): Promise<KvEntry | undefined> {
     let entry;
     try {
       entry = await this.#kvOf(sessionId).get(sessionId);
     } catch (err) {
       throw unavailable(err);
     }
-    if (entry === null || entry.operation !== 'PUT') {
-      await this.#confirmAbsent(sessionId);
-      return undefined;
-    }
-    return { record: parseRecord(sessionId, entry.string()), revision: entry.revision };
+    return entry === null || entry.operation !== 'PUT' ? undefined : entry;
   }
 }
 

@@ -98,7 +98,7 @@ export class SessionLog {
     this.layout = handles.layout;
     this.#partitionCtx = handles.layout.partitions.map((p) => (p.index === 0 && p.streamName === ctx.config.streamName ? ctx : { ...ctx, config: { ...ctx.config, streamName: p.streamName } }));
     const { sessions, leases } = handles;
-    const quorum = new LeaderQuorumCheck(ctx.jsm);
+    const quorum = new LeaderQuorumCheck(ctx.nc, ctx.jsm);
     this.sessions = new SessionRegistry(
       (sessionId) => sessions[this.layout.of(sessionId).index] as KV,
       async (sessionId) => {

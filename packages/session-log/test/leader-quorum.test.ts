@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ClusterInfo, PeerInfo } from '@nats-io/jetstream';
-import { quorumDoubt } from '@tether/session-log';
+import type { ClusterInfo, PeerInfo, StreamInfo } from '@nats-io/jetstream';
+import { leadersDoubt, quorumDoubt } from '@tether/session-log';
 
 const ms = 1_000_000;
 const peer = (name: string, activeMs: number): PeerInfo => ({ name, current: true, offline: false, active: activeMs * ms, lag: 0 }) as PeerInfo;
@@ -21,5 +21,21 @@ describe('quorumDoubt', () => {
     expect(quorumDoubt(led('a', [peer('b', 0), peer('c', 0)]))).toMatch(/b never, c never/);
     expect(quorumDoubt(led('a', [peer('b', 100), peer('c', 9_000), peer('d', 9_000), peer('e', 9_000)]))).toMatch(/heard from 1 of 4/);
     expect(quorumDoubt({ name: 'c', leader: '', replicas: [] } as unknown as ClusterInfo)).toBe('the stream has no leader');
+  });
+});
+
+describe('leadersDoubt', () => {
+  const answer = (cluster: ClusterInfo): StreamInfo => ({ cluster }) as StreamInfo;
+  it('believes one leader with a quorum, and one answer per leader', () => {
+    expect(leadersDoubt([answer(led('a', [peer('b', 100), peer('c', 100)]))])).toBeUndefined();
+  });
+
+  it('doubts two servers answering as leader (a deposed one not yet told), no answer, or a leader without a quorum', () => {
+    // Right after a heal: the old leader hears its peers again (fresh `active`) an instant before it learns of the new term.
+    const old = answer(led('a', [peer('b', 50), peer('c', 50)]));
+    const elected = answer(led('b', [peer('a', 50), peer('c', 50)]));
+    expect(leadersDoubt([old, elected])).toMatch(/2 servers answered as the stream leader \(a, b\)/);
+    expect(leadersDoubt([])).toBe('no server answered as the stream leader');
+    expect(leadersDoubt([answer(led('a', [peer('b', 9_000), peer('c', 9_000)]))])).toMatch(/heard from 0 of 2/);
   });
 });

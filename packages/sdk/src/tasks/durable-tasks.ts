@@ -78,7 +78,7 @@ export async function createDurableTasks(options: CreateDurableTasksOptions): Pr
     maxResultBytes,
     maxQueuedMessageBytes: Math.min(config.maxQueuedMessageBytes ?? Number.MAX_SAFE_INTEGER, maxPayload - HEADER_ROOM_BYTES),
     faults: options.faults ?? {},
-    quorum: new LeaderQuorumCheck(jsm),
+    quorum: new LeaderQuorumCheck(nc, jsm),
   };
   return {
     forPrincipal(principal) {

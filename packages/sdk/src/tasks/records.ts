@@ -28,15 +28,18 @@ export type Lookup =
  */
 export async function findTask(ctx: TasksContext, principalKey: string, taskId: string, sessionId: string | undefined): Promise<Lookup> {
   const subject = ctx.subjects.record(principalKey, taskId);
-  const msg = await lastOnSubject(ctx, ctx.config.tasksStream, subject);
-  if (msg === null) {
+  let msg = await lastOnSubject(ctx, ctx.config.tasksStream, subject);
+  if (msg === null && ctx.config.replicas > 1) {
     // A stream leader cut off from its peers answers "no message" for a task
     // created through the leader the others elected meanwhile: believed only
-    // if it still had a quorum (see LeaderQuorumCheck). R1: the one server is the store.
-    const doubt = ctx.config.replicas > 1 ? await ctx.quorum.doubt(ctx.config.tasksStream) : undefined;
+    // if one leader with a quorum answers the check and the read, asked
+    // again after it, still finds nothing (see LeaderQuorumCheck). R1: the
+    // one server is the store.
+    const doubt = await ctx.quorum.doubt(ctx.config.tasksStream);
     if (doubt !== undefined) throw new TaskStoreError(TaskErrorCode.unavailable, `task ${taskId} not found by a leader that may not be the only one: ${doubt}`, { taskId });
-    return { t: 'absent' };
+    msg = await lastOnSubject(ctx, ctx.config.tasksStream, subject);
   }
+  if (msg === null) return { t: 'absent' };
   const record = decodeRecord(msg.data);
   if (record === undefined || record.task.taskId !== taskId || record.session !== sessionKey(sessionId)) return { t: 'absent' };
   if (Date.now() >= record.expiresAtMs) {

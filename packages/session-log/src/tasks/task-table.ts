@@ -1,5 +1,5 @@
 import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, StoredMsg, StreamConfig } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { isCasFailure, isNoResponders, jsErrorCode, JsErrCode, SessionLogError, SessionLogErrorCode } from '../errors.js';
 import { LeaderQuorumCheck } from '../leader-quorum.js';
@@ -58,7 +58,7 @@ export class TaskTable {
     this.#jsm = jsm;
     this.#options = options;
     this.#subjects = createSubjects(options.subjectPrefix);
-    this.#quorum = new LeaderQuorumCheck(jsm);
+    this.#quorum = new LeaderQuorumCheck(nc, jsm);
   }
 
   /** Creates the stream or verifies that an existing one matches. */
@@ -93,24 +93,32 @@ export class TaskTable {
    */
   async read(taskId: string): Promise<StoredTask | undefined> {
     if (!isTaskId(taskId)) return undefined;
-    let msg;
-    try {
-      msg = await this.#jsm.streams.getMessage(this.#options.streamName, { last_by_subj: this.#subject(taskId) });
-    } catch (err) {
-      if (jsErrorCode(err) === JsErrCode.noMessageFound || /no message found/i.test(String(err))) return this.#absent(taskId);
-      throw unavailable(err);
-    }
-    if (msg === null) return this.#absent(taskId);
+    const msg = (await this.#newest(taskId)) ?? (await this.#absentOrFound(taskId));
+    if (msg === undefined) return undefined;
     const record = decodeTask(msg.data, taskId);
     return record === undefined ? undefined : { record, seq: msg.seq };
   }
 
-  /** A leader's "no message", believed only if it had a quorum (R1: the one server is the store). */
-  async #absent(taskId: string): Promise<undefined> {
+  /** The task subject's newest message, or undefined when the leader that answered holds none. */
+  async #newest(taskId: string): Promise<StoredMsg | undefined> {
+    try {
+      return (await this.#jsm.streams.getMessage(this.#options.streamName, { last_by_subj: this.#subject(taskId) })) ?? undefined;
+    } catch (err) {
+      if (jsErrorCode(err) === JsErrCode.noMessageFound || /no message found/i.test(String(err))) return undefined;
+      throw unavailable(err);
+    }
+  }
+
+  /**
+   * A leader's "no message", believed only if one leader with a quorum
+   * answers the check and the read asked again after it still finds nothing
+   * (`LeaderQuorumCheck`; R1: the one server is the store).
+   */
+  async #absentOrFound(taskId: string): Promise<StoredMsg | undefined> {
     if (this.#options.replicas <= 1) return undefined;
     const doubt = await this.#quorum.doubt(this.#options.streamName);
     if (doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} not found by a leader that may not be the only one: ${doubt}`, {});
-    return undefined;
+    return this.#newest(taskId);
   }
 
   /**
