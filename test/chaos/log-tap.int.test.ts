@@ -68,7 +68,8 @@ describe('startLogTap on a log of 4 partitions', () => {
       const streamNames = logLayout(resolveConfig({ namespace, partitions })).partitions.map((p) => p.streamName);
       const tap = await startLogTap([server.url], streamNames, { subjectPrefix: namespaceNames(namespace).subjectPrefix });
       await append(3);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Until every republished copy of round 3 arrived (a fixed 300 ms missed one under a loaded CI run), at most 5 s.
+      for (const until = Date.now() + 5_000; tap.stats.leaderCopies < sessions.length && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 50));
       await tap.stop(5_000);
 
       expect(tap.partitions).toBe(partitions);

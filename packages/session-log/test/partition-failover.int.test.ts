@@ -40,6 +40,12 @@ async function serverName(monitorPort: number): Promise<string> {
   return varz.server_name;
 }
 
+/** The cluster's meta leader, as a server's /jsz names it. */
+async function metaLeader(monitorPort: number): Promise<string | undefined> {
+  const jsz = (await (await fetch(`http://127.0.0.1:${monitorPort}/jsz`)).json()) as { meta_cluster?: { leader?: string } };
+  return jsz.meta_cluster?.leader;
+}
+
 interface PartitionRun {
   readonly index: number;
   readonly groups: readonly string[];
@@ -87,7 +93,13 @@ describe('partitions on a 3-node R3 cluster', () => {
         const list = sessions.get(index) ?? [];
         if (list.length < 2) sessions.set(index, [...list, session]);
       }
-      const victim = 1;
+      // Node 1 or 2 (the log's connection is on node 0), whichever is not the
+      // meta leader: its election would answer any partition's JetStream API
+      // request 'temporarily unavailable' for a while, which is the meta
+      // layer's pause, not a partition's (a CI run met one such resume
+      // failure on an untouched partition).
+      const meta = await metaLeader(cluster.servers[0]!.monitorPort);
+      const victim = names[1] === meta ? 2 : 1;
       let killedAt = 0;
       let stop = false;
       const appender = async (run: PartitionRun, session: SessionRecord): Promise<void> => {
@@ -133,7 +145,7 @@ describe('partitions on a 3-node R3 cluster', () => {
       for (const run of runs) run.leadersAfter = await Promise.all(run.groups.map((g) => streamLeader(jsm, g).then((l) => l ?? '?')));
 
       const pct = (values: number[], q: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN;
-      process.stdout.write(`partition failover: node ${names[victim]} killed; each partition's groups led by ${names.join(', ')} in order\n`);
+      process.stdout.write(`partition failover: node ${names[victim]} killed (meta leader ${meta ?? '?'}); each partition's groups led by ${names.join(', ')} in order\n`);
       for (const run of runs) {
         process.stdout.write(
           `  partition ${run.index}: leaders ${run.leadersBefore.join('/')} -> ${run.leadersAfter.join('/')}; ` +
