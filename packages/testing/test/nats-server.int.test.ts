@@ -48,7 +48,8 @@ async function publishWithRetry(js: JetStreamClient, subject: string, data: stri
   const deadline = Date.now() + budgetMs;
   for (;;) {
     try {
-      return await js.publish(subject, data, { timeout: 2_000 });
+      // The message id makes a retry of a publish that landed after all return its first ack, not a second copy.
+      return await js.publish(subject, data, { timeout: 2_000, msgID: data });
     } catch (err) {
       // During an election the client reports no responders as "jetstream is
       // not enabled", or times out. Anything still failing at the deadline is real.
@@ -364,7 +365,8 @@ describe('startNatsCluster: 3 nodes', () => {
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
     await jsm.streams.add({ name: 'r3', subjects: ['r3.>'], num_replicas: 3 });
-    for (let i = 1; i <= 5; i += 1) expect(await js.publish('r3.a', `m${i}`)).toMatchObject({ seq: i });
+    // Right after the create, the stream's subject may not be served yet on this client's server ('no responders' under a loaded CI run): retried.
+    for (let i = 1; i <= 5; i += 1) expect(await publishWithRetry(js, 'r3.a', `m${i}`)).toMatchObject({ seq: i });
 
     // Kill the node that leads the stream: the worst case for a writer.
     const leaderName = (await jsm.streams.info('r3')).cluster?.leader ?? '';
