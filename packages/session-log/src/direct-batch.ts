@@ -58,7 +58,7 @@ const STATUS_NOT_FOUND = 404;
  * older than 2.11 in a cluster being upgraded answers one message without
  * `Nats-Num-Pending`): the caller asks the leader instead.
  *
- * @throws SessionLogError `log_unavailable` on a timeout or an error status
+ * @throws SessionLogError `log_unavailable` on a second timeout (a first is asked again) or an error status
  */
 export async function directBatch(ctx: LogContext, subject: string, seq: number, batch: number): Promise<DirectBatch | undefined> {
   try {

@@ -62,15 +62,16 @@ const NANOS_PER_MS = 1_000_000;
  * re-read (`TaskTable.read`, the session registry, the SDK's `findTask`).
  */
 export class LeaderQuorumCheck {
-  readonly #jsm: JetStreamManager;
   readonly #nc: NatsConnection;
+  /** The JetStream API prefix of `jsm` (STREAM.INFO goes out as a plain request, to hear every answer). */
+  readonly #apiPrefix: string;
   /** Stream → until when (`performance.now()`) a "not found" may be believed without asking again. */
   readonly #confirmedUntil = new Map<string, number>();
   readonly #inFlight = new Map<string, Promise<string | undefined>>();
 
   constructor(nc: NatsConnection, jsm: JetStreamManager) {
     this.#nc = nc;
-    this.#jsm = jsm;
+    this.#apiPrefix = jsm.getOptions().apiPrefix ?? '$JS.API';
   }
 
   /**
@@ -103,11 +104,10 @@ export class LeaderQuorumCheck {
 
   /** Every server's answer to STREAM.INFO of `stream`, gathered until none came for {@link LEADER_ANSWERS_STALL_MS}. */
   async #leaderAnswers(stream: string): Promise<StreamInfo[]> {
-    const prefix = this.#jsm.getOptions().apiPrefix ?? '$JS.API';
     const answers: StreamInfo[] = [];
     // An error answer (the meta leader's, for a stream without a leader) counts only when no leader answered.
     let error: string | undefined;
-    const replies = await this.#nc.requestMany(`${prefix}.STREAM.INFO.${stream}`, undefined, { strategy: 'stall', stall: LEADER_ANSWERS_STALL_MS, maxWait: 5_000 });
+    const replies = await this.#nc.requestMany(`${this.#apiPrefix}.STREAM.INFO.${stream}`, undefined, { strategy: 'stall', stall: LEADER_ANSWERS_STALL_MS, maxWait: 5_000 });
     for await (const msg of replies) {
       const body = msg.json<StreamInfo & { error?: { description?: string } }>();
       if (body.error !== undefined) error ??= body.error.description ?? 'JetStream API error';
