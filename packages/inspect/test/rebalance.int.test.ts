@@ -7,6 +7,7 @@ import { principalDigest, SessionLog } from '@tether/session-log';
 import type { PartitionState, RebalanceResult } from '@tether/inspect';
 import { startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
+import { whileUnavailable } from '../../session-log/test/fixtures.js';
 import { admin, until } from './admin-stack.js';
 
 /**
@@ -30,7 +31,9 @@ let base: string[];
 
 beforeAll(async () => {
   cluster = await startNatsCluster({ size: 3 });
-  log = await SessionLog.create({ servers: [...cluster.urls], namespace, partitions: PARTITIONS, replicas: 3 });
+  // A fresh cluster can still refuse an R3 placement for a moment ('no suitable peers for placement,
+  // peer offline', log_unavailable: seen under a loaded clean-clone run): the library's explicit answer, retried.
+  log = await whileUnavailable(() => SessionLog.create({ servers: [...cluster.urls], namespace, partitions: PARTITIONS, replicas: 3 }));
   for (let i = 0; i < 6; i += 1) await log.createSession(principalDigest('rebalance'), { route: '/mcp' });
   nc = await connect({ servers: [...cluster.urls] });
   jsm = await jetstreamManager(nc);
