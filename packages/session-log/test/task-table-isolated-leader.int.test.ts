@@ -66,6 +66,30 @@ async function view(jsm: JetStreamManager, stream: string): Promise<{ leader: st
   }
 }
 
+/**
+ * Every server's answer, as heard through `nc` within 200 ms, to STREAM.INFO
+ * and to a MSG.GET of `subject`'s last message: who calls itself leader, and
+ * what each leader holds (finding 18's diagnosis).
+ */
+async function everyAnswer(nc: NatsConnection, stream: string, subject: string): Promise<string> {
+  const gather = async (api: string, body?: string) => {
+    const out: Record<string, unknown>[] = [];
+    try {
+      for await (const msg of await nc.requestMany(`$JS.API.${api}.${stream}`, body, { strategy: 'timer', maxWait: 200 })) out.push(msg.json());
+    } catch (err) {
+      return [{ error: String(err).slice(0, 60) }];
+    }
+    return out;
+  };
+  const [infos, gets] = await Promise.all([gather('STREAM.INFO'), gather('STREAM.MSG.GET', JSON.stringify({ last_by_subj: subject }))]);
+  const info = infos.map((i) => {
+    const c = (i as { cluster?: { leader?: string; replicas?: PeerInfo[] } }).cluster;
+    return c === undefined ? JSON.stringify(i).slice(0, 80) : `leader ${c.leader}: ${activeMs(c.replicas ?? [])}`;
+  });
+  const get = gets.map((g) => ('message' in g ? `found seq ${(g.message as { seq: number }).seq}` : JSON.stringify(g).slice(0, 80)));
+  return `STREAM.INFO [${info.join(' | ')}]; MSG.GET [${get.join(' | ')}]`;
+}
+
 const activeMs = (peers: readonly PeerInfo[]) => peers.map((p) => `${p.name.replace(/^.*-/, '')} active ${(p.active / 1e6).toFixed(0)} ms current ${p.current}`).join('; ');
 
 /** Errors the table threw, by code and first words, counted. */
@@ -191,7 +215,8 @@ describe('TaskTable on a stream leader cut off from its peers', () => {
         // the old leader can still answer "not found" and pass the check.
         // Printed, not failed; the isolated phase above is strict.
         if (got === undefined) {
-          process.stdout.write(`FINDING 18: a read through A answered "not found" ${Date.now() - healedAt} ms after the heal\n`);
+          const ms = Date.now() - healedAt;
+          process.stdout.write(`FINDING 18: a read through A answered "not found" ${ms} ms after the heal; now: ${await everyAnswer(ncA, options.streamName, `${options.subjectPrefix}.edge.task.${taskId}`)}\n`);
           await sleep(250);
           continue;
         }

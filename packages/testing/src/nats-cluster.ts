@@ -8,7 +8,7 @@ import { releaseDir, trackOwnedDir } from './children.js';
 import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.js';
 import { findNatsServerBinary } from './find-binary.js';
 import { ManagedNatsServer, type NatsServer } from './nats-server.js';
-import { getFreePorts, LOOPBACK } from './ports.js';
+import { getFreePorts, isPortTaken, LOOPBACK } from './ports.js';
 import { jetStreamApiProbe, placementProbe, readMetaCluster, type Probe } from './readiness.js';
 import { startRouteProxy, type RouteProxy } from './route-proxy.js';
 
@@ -104,7 +104,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
     try {
       return await launchCluster(bin, size, readyTimeoutMs, configLines, clusterLines, proxyRoutes);
     } catch (err) {
-      const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && err.cause.stderrTail.some((line) => line.includes('address already in use'));
+      const portTaken = err instanceof TestingError && err.cause instanceof NatsServerStartError && isPortTaken(err.cause.stderrTail);
       if (!portTaken || attempt >= MAX_ATTEMPTS) throw err;
     }
   }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { releaseDir, spawnTracked, trackOwnedDir, type SpawnedChild } from './children.js';
 import { NatsServerStartError, TestingError, TestingErrorCodes } from './errors.js';
 import { findNatsServerBinary } from './find-binary.js';
-import { LOOPBACK, readPortsFile, removePortsFile } from './ports.js';
+import { getFreePorts, LOOPBACK, readPortsFile, removePortsFile, takenPort } from './ports.js';
 import { healthzProbe, jetStreamApiProbe, pollUntilReady, type Probe } from './readiness.js';
 import { natsServerVersion } from './version.js';
 
@@ -20,7 +20,7 @@ export interface NatsServerOptions {
   jetstream?: boolean;
   /** Store dir (`-sd`), also where the ports file goes. Default: a fresh mkdtemp under os.tmpdir(), removed by cleanup(). A dir you pass is never removed. */
   storeDir?: string;
-  /** Client port. Default: random (`-p -1`), then pinned for restart(). */
+  /** Client port. Default: a free one below the kernel's ephemeral range (`getFreePorts`), pinned for restart(). */
   port?: number;
   /** Appended to the command line, e.g. `['-DV']`. */
   extraArgs?: readonly string[];
@@ -66,6 +66,8 @@ export interface NatsServer {
 }
 
 const STDERR_TAIL_LINES = 50;
+/** First starts tried when a chosen port turns out taken. */
+const PORT_ATTEMPTS = 3;
 const STOP_GRACE_MS = 5_000;
 
 /** How to launch one server; shared by {@link startNatsServer} and the cluster launcher. */
@@ -97,6 +99,8 @@ export class ManagedNatsServer implements NatsServer {
   #queue: Promise<unknown> = Promise.resolve();
   #cleanup: Promise<void> | undefined;
   #readyProbe: Probe | undefined;
+  /** Whether a start has succeeded: its ports are pinned from then on. */
+  #started = false;
 
   constructor(spec: LaunchSpec) {
     this.#spec = spec;
@@ -179,8 +183,33 @@ export class ManagedNatsServer implements NatsServer {
    * Spawns the server and waits until it is ready. On failure the process is
    * SIGKILLed and the error carries its stderr tail. Not serialized: callers
    * are the factory (before anyone holds the object) and restart().
+   *
+   * Ports not given are chosen below the kernel's ephemeral range, so a
+   * restart finds them free (`getFreePorts` says why). Until the first start
+   * succeeds, a chosen port found taken is chosen again (another test may
+   * have chosen it in the same instant); after that the ports are pinned.
    */
   async start(extraProbe: Probe | undefined = this.#readyProbe): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      const given = { port: this.#port, monitorPort: this.#monitorPort };
+      const chosen = this.#started ? [] : await getFreePorts((given.port === undefined ? 1 : 0) + (given.monitorPort === undefined ? 1 : 0));
+      this.#port ??= chosen[0];
+      this.#monitorPort ??= chosen[chosen.length - 1];
+      try {
+        await this.#launch(extraProbe);
+        this.#started = true;
+        return;
+      } catch (err) {
+        // Only a port chosen here can be chosen again (a route port in the config is the cluster launcher's).
+        const taken = err instanceof NatsServerStartError ? takenPort(err.stderrTail) : undefined;
+        if (taken === undefined || !chosen.includes(taken) || attempt >= PORT_ATTEMPTS) throw err;
+        this.#port = given.port;
+        this.#monitorPort = given.monitorPort;
+      }
+    }
+  }
+
+  async #launch(extraProbe: Probe | undefined): Promise<void> {
     const spec = this.#spec;
     const args = [
       '-a', LOOPBACK,

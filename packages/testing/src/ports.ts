@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -6,23 +7,29 @@ import { join } from 'node:path';
 export const LOOPBACK = '127.0.0.1';
 
 /**
- * Returns `count` distinct ports that were free a moment ago: each is bound
- * on 127.0.0.1 port 0 and released once all are bound (so they differ).
+ * Returns `count` distinct ports that were free a moment ago, chosen at
+ * random below the kernel's ephemeral range and each checked by binding it
+ * on 127.0.0.1 (released once all are bound, so they differ).
  *
- * Race: between our close() and nats-server's bind, another process may take
- * the port. The window is a few milliseconds and the kernel hands out
- * ephemeral ports round-robin, so it is rare; callers that can retry (the
- * cluster launcher) do so on "address already in use". Ports we can leave to
- * nats-server (`-p -1`) never take this path.
+ * Why below that range: a server killed and started again on its port (the
+ * faults tests make) finds it taken if an outgoing connection got it as its
+ * source port meanwhile, and the kernel hands those out only from the
+ * ephemeral range (seen in CI: a restarted cluster node exited "bind:
+ * address already in use" on a port it had been given by `-p -1`). A port
+ * outside it can be taken only by another such choice.
+ *
+ * Race: between our close() and the server's bind, another test may choose
+ * the same port. Callers that can choose again do so on "address already in
+ * use" (the first start of a `ManagedNatsServer`, the cluster launcher).
  */
 export async function getFreePorts(count: number): Promise<number[]> {
   const servers: Server[] = [];
   try {
     const ports: number[] = [];
-    for (let i = 0; i < count; i += 1) {
-      const server = createServer();
+    while (ports.length < count) {
+      const { server, port } = await listenBelowEphemeral();
       servers.push(server);
-      ports.push(await listenOnRandomPort(server));
+      ports.push(port);
     }
     return ports;
   } finally {
@@ -37,15 +44,69 @@ export async function getFreePort(): Promise<number> {
   return port;
 }
 
-function listenOnRandomPort(server: Server): Promise<number> {
+/** Ports below this are never chosen (well-known and registered services crowd the low end). */
+const LOWEST_CHOSEN_PORT = 10_000;
+/** Random tries in the range before falling back to a port the kernel picks. */
+const TRIES = 50;
+
+/** The first port of the kernel's ephemeral range (Linux); 49152 (IANA) elsewhere. */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 0) return low;
+  } catch {
+    // Not Linux, or no /proc: the IANA default.
+  }
+  return 49_152;
+}
+
+/**
+ * A server listening on a random free port in [10000, ephemeral low), or,
+ * when that range is too small or full, on one the kernel picks.
+ */
+async function listenBelowEphemeral(): Promise<{ server: Server; port: number }> {
+  const high = ephemeralLow() - 1;
+  if (high - LOWEST_CHOSEN_PORT >= 1_000) {
+    for (let i = 0; i < TRIES; i += 1) {
+      const server = createServer();
+      const port = LOWEST_CHOSEN_PORT + Math.floor(Math.random() * (high - LOWEST_CHOSEN_PORT + 1));
+      try {
+        return { server, port: await listen(server, port) };
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'EADDRINUSE' && code !== 'EACCES') throw err;
+      }
+    }
+  }
+  const server = createServer();
+  return { server, port: await listen(server, 0) };
+}
+
+function listen(server: Server, port: number): Promise<number> {
   return new Promise((resolvePort, reject) => {
-    server.once('error', reject);
-    server.listen({ host: LOOPBACK, port: 0, exclusive: true }, () => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen({ host: LOOPBACK, port, exclusive: true }, () => {
+      server.off('error', onError);
       const address = server.address();
       if (address === null || typeof address === 'string') reject(new Error('no TCP address after listen'));
       else resolvePort(address.port);
     });
   });
+}
+
+/** Whether a start failed because a port was taken (nats-server prints "bind: address already in use"). */
+export function isPortTaken(stderrTail: readonly string[]): boolean {
+  return stderrTail.some((line) => line.includes('address already in use'));
+}
+
+/** The port a start found taken (`listen tcp 127.0.0.1:<port>: bind: address already in use`), if its stderr names one. */
+export function takenPort(stderrTail: readonly string[]): number | undefined {
+  for (const line of stderrTail) {
+    const port = /listen tcp [^\s]*:(\d+): bind: address already in use/.exec(line)?.[1];
+    if (port !== undefined) return Number(port);
+  }
+  return undefined;
 }
 
 /** What nats-server writes to `<ports_file_dir>/<executable>_<pid>.ports` once it listens. */

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -186,6 +187,10 @@ describe('startNatsServer: single node', () => {
     expect(server.port).not.toBe(4222);
     expect(server.monitorPort).toBeGreaterThan(0);
     expect(server.pid).toBeTypeOf('number');
+    // Below the kernel's ephemeral range: no outgoing connection can take them while the server is down for a restart.
+    const ephemeralLow = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    expect(server.port).toBeLessThan(ephemeralLow);
+    expect(server.monitorPort).toBeLessThan(ephemeralLow);
 
     const nc = await connectTo(server.url);
     const jsm = await jetstreamManager(nc);
@@ -301,8 +306,8 @@ describe('startNatsCluster: startup failures', () => {
     await rm(scratch, { recursive: true, force: true });
   });
 
-  /** A NATS_SERVER_BIN that makes node n2 die at startup `failures` times, then runs the real server. */
-  async function wrapper(name: string, failures: number, stderrLine: string): Promise<string> {
+  /** A NATS_SERVER_BIN that makes node n2 (or any start whose arguments match `match`) die at startup `failures` times, then runs the real server. */
+  async function wrapper(name: string, failures: number, stderrLine: string, match = '*/n2/nats-server.conf*'): Promise<string> {
     const counter = join(scratch, `${name}.count`);
     const script = join(scratch, name);
     await writeFile(
@@ -310,7 +315,7 @@ describe('startNatsCluster: startup failures', () => {
       [
         '#!/bin/sh',
         'case "$*" in',
-        `  */n2/nats-server.conf*)`,
+        `  ${match})`,
         `    n=$(cat '${counter}' 2>/dev/null || echo 0)`,
         `    if [ "$n" -lt ${failures} ]; then echo $((n + 1)) > '${counter}'; echo '${stderrLine}' >&2; exit 1; fi;;`,
         'esac',
@@ -344,6 +349,51 @@ describe('startNatsCluster: startup failures', () => {
     } finally {
       await cluster.cleanup();
     }
+  });
+});
+
+describe('startNatsServer: a chosen port found taken', () => {
+  let scratch: string;
+  beforeAll(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'tether-port-race-'));
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+  afterAll(async () => {
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('is chosen again at the first start; a port the caller gave is not', async () => {
+    const counter = join(scratch, 'count');
+    const script = join(scratch, 'nats-server-taken-once');
+    await writeFile(
+      script,
+      [
+        '#!/bin/sh',
+        '# A start is `-a 127.0.0.1 -p <port> ...` ($4 the client port); `--version` passes.',
+        `n=$(cat '${counter}' 2>/dev/null || echo 0)`,
+        `if [ "$3" = -p ] && [ "$n" -lt 1 ]; then echo $((n + 1)) > '${counter}'; echo "listen tcp 127.0.0.1:$4: bind: address already in use" >&2; exit 1; fi`,
+        `exec '${findNatsServerBinary()}' "$@"`,
+        '',
+      ].join('\n'),
+    );
+    await chmod(script, 0o755);
+    vi.stubEnv('NATS_SERVER_BIN', script);
+    const server = await startNatsServer();
+    try {
+      expect(server.pid).toBeTypeOf('number');
+    } finally {
+      await server.cleanup();
+    }
+
+    await rm(counter);
+    const err: unknown = await startNatsServer({ port: server.port }).then(
+      () => new Error('expected the start on a given, taken port to fail'),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(NatsServerStartError);
+    expect((err as NatsServerStartError).stderrTail.join('\n')).toContain('address already in use');
   });
 });
 
