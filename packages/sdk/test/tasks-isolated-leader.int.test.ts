@@ -1,6 +1,6 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster, streamLeader } from '@tether/testing';
+import { everyLeaderAnswer, moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster, streamLeader } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
 import { createDurableTasks, isTaskStoreError, TaskErrorCode } from '../src/tasks/index.js';
 import type { DurableTasks } from '../src/tasks/index.js';
@@ -131,7 +131,8 @@ describe('durable task store on a stream leader cut off from its peers', () => {
         // the old leader can still answer "not found" and pass the check.
         // Printed, not failed; the isolated phase above is strict.
         if (got === null) {
-          process.stdout.write(`FINDING 18: getTask through A answered null ${Date.now() - healedAt} ms after the heal\n`);
+          const ms = Date.now() - healedAt;
+          process.stdout.write(`FINDING 18: getTask through A answered null ${ms} ms after the heal; now: ${await everyLeaderAnswer(ncA, stream)}\n`);
         }
         if (got !== 'threw' && got !== null) {
           expect(got.taskId).toBe(taskId);

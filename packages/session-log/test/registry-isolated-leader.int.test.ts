@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSessionId } from '@tether/protocol';
 import { isSessionLogError, SessionLog } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
-import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster, streamLeader } from '@tether/testing';
+import { everyLeaderAnswer, moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster, streamLeader } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
 import { ALICE, isolatedNames, sleep, whileUnavailable } from './fixtures.js';
 
@@ -117,7 +117,8 @@ describe('the session registry on a bucket leader cut off from its peers', () =>
         // the old leader can still answer "not found" and pass the check.
         // Printed, not failed; the isolated phase above is strict.
         if (got === undefined) {
-          process.stdout.write(`FINDING 18: a read through A answered "no such session" ${Date.now() - healedAt} ms after the heal\n`);
+          const ms = Date.now() - healedAt;
+          process.stdout.write(`FINDING 18: a read through A answered "no such session" ${ms} ms after the heal; now: ${await everyLeaderAnswer(ncA, bucket, `$KV.${bucket.slice('KV_'.length)}.${sessionId}`)}\n`);
           await sleep(250);
           continue;
         }

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isSessionLogError, newTaskId, TaskTable } from '@tether/session-log';
 import type { StoredTask, TaskRecord, TaskTableOptions } from '@tether/session-log';
-import { moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster } from '@tether/testing';
+import { everyLeaderAnswer, moveStreamLeader, readWhileCutOffLeaderLeads, startNatsCluster } from '@tether/testing';
 import type { NatsCluster } from '@tether/testing';
 import { ALICE, sleep, whileUnavailable } from './fixtures.js';
 
@@ -64,30 +64,6 @@ async function view(jsm: JetStreamManager, stream: string): Promise<{ leader: st
   } catch (err) {
     return String(err).slice(0, 80);
   }
-}
-
-/**
- * Every server's answer, as heard through `nc` within 200 ms, to STREAM.INFO
- * and to a MSG.GET of `subject`'s last message: who calls itself leader, and
- * what each leader holds (finding 18's diagnosis).
- */
-async function everyAnswer(nc: NatsConnection, stream: string, subject: string): Promise<string> {
-  const gather = async (api: string, body?: string) => {
-    const out: Record<string, unknown>[] = [];
-    try {
-      for await (const msg of await nc.requestMany(`$JS.API.${api}.${stream}`, body, { strategy: 'timer', maxWait: 200 })) out.push(msg.json());
-    } catch (err) {
-      return [{ error: String(err).slice(0, 60) }];
-    }
-    return out;
-  };
-  const [infos, gets] = await Promise.all([gather('STREAM.INFO'), gather('STREAM.MSG.GET', JSON.stringify({ last_by_subj: subject }))]);
-  const info = infos.map((i) => {
-    const c = (i as { cluster?: { leader?: string; replicas?: PeerInfo[] } }).cluster;
-    return c === undefined ? JSON.stringify(i).slice(0, 80) : `leader ${c.leader}: ${activeMs(c.replicas ?? [])}`;
-  });
-  const get = gets.map((g) => ('message' in g ? `found seq ${(g.message as { seq: number }).seq}` : JSON.stringify(g).slice(0, 80)));
-  return `STREAM.INFO [${info.join(' | ')}]; MSG.GET [${get.join(' | ')}]`;
 }
 
 const activeMs = (peers: readonly PeerInfo[]) => peers.map((p) => `${p.name.replace(/^.*-/, '')} active ${(p.active / 1e6).toFixed(0)} ms current ${p.current}`).join('; ');
@@ -216,7 +192,7 @@ describe('TaskTable on a stream leader cut off from its peers', () => {
         // Printed, not failed; the isolated phase above is strict.
         if (got === undefined) {
           const ms = Date.now() - healedAt;
-          process.stdout.write(`FINDING 18: a read through A answered "not found" ${ms} ms after the heal; now: ${await everyAnswer(ncA, options.streamName, `${options.subjectPrefix}.edge.task.${taskId}`)}\n`);
+          process.stdout.write(`FINDING 18: a read through A answered "not found" ${ms} ms after the heal; now: ${await everyLeaderAnswer(ncA, options.streamName, `${options.subjectPrefix}.edge.task.${taskId}`)}\n`);
           await sleep(250);
           continue;
         }

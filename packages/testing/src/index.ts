@@ -3,7 +3,7 @@ export { startNatsServer, type NatsServer, type NatsServerOptions } from './nats
 export { MIN_NATS_SERVER_VERSION, natsServerVersion, natsVersionAtLeast } from './version.js';
 export { startNatsCluster, type NatsCluster, type NatsNodes, type NatsClusterOptions } from './nats-cluster.js';
 export { startRouteProxy, type RouteProxy } from './route-proxy.js';
-export { moveStreamLeader, readWhileCutOffLeaderLeads, streamLeader } from './stream-leader.js';
+export { everyLeaderAnswer, moveStreamLeader, readWhileCutOffLeaderLeads, streamLeader } from './stream-leader.js';
 export { getFreePort, getFreePorts } from './ports.js';
 export {
   startRoundRobinProxy,

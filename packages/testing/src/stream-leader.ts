@@ -66,3 +66,35 @@ export async function readWhileCutOffLeaderLeads(options: {
   }
   return ran;
 }
+
+/**
+ * Every server's answer, as heard through `nc` within 200 ms, to STREAM.INFO
+ * of `stream` and (when given) to a STREAM.MSG.GET of `subject`'s last message: which
+ * servers call themselves leader, what each heard from its peers, and what
+ * each holds. For a test to print when a read answered what it should not
+ * (finding 18: a "not found" in the instant a cut heals).
+ */
+export async function everyLeaderAnswer(nc: NatsConnection, stream: string, subject?: string): Promise<string> {
+  const gather = async (api: string, body?: string): Promise<Record<string, unknown>[]> => {
+    const out: Record<string, unknown>[] = [];
+    try {
+      for await (const msg of await nc.requestMany(`$JS.API.${api}.${stream}`, body, { strategy: 'timer', maxWait: 200 })) out.push(msg.json());
+    } catch (err) {
+      return [{ error: String(err).slice(0, 60) }];
+    }
+    return out;
+  };
+  const [infos, gets] = await Promise.all([gather('STREAM.INFO'), subject === undefined ? [] : gather('STREAM.MSG.GET', JSON.stringify({ last_by_subj: subject }))]);
+  const describe = (answer: Record<string, unknown>) => {
+    const error = answer['error'] as { code?: number; description?: string } | undefined;
+    return error === undefined ? JSON.stringify(answer).slice(0, 80) : `${error.code ?? ''} ${error.description ?? ''}`.trim();
+  };
+  const info = infos.map((answer) => {
+    const cluster = (answer as { cluster?: { leader?: string; replicas?: { name: string; active: number; current: boolean }[] } }).cluster;
+    if (cluster === undefined) return describe(answer);
+    const peers = (cluster.replicas ?? []).map((p) => `${p.name} active ${(p.active / 1e6).toFixed(0)} ms${p.current ? '' : ' not current'}`);
+    return `leader ${cluster.leader || 'none'}: ${peers.join(', ')}`;
+  });
+  const get = gets.map((answer) => ('message' in answer ? `found seq ${(answer.message as { seq: number }).seq}` : describe(answer)));
+  return `STREAM.INFO [${info.join(' | ') || 'no answer'}]${subject === undefined ? '' : `; MSG.GET [${get.join(' | ') || 'no answer'}]`}`;
+}
