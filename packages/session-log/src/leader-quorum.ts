@@ -29,6 +29,9 @@ export const LEADER_ANSWERS_STALL_MS = 50;
 
 const NANOS_PER_MS = 1_000_000;
 
+/** {@link LeaderQuorumCheck.recheck}'s answer: why the "not found" is in doubt, or what the read asked again found. */
+export type Recheck<T> = { readonly doubt: string } | { readonly doubt: undefined; readonly value: T | undefined };
+
 /**
  * Tells whether the leader of a replicated stream could still be the only
  * one, before a caller believes its "no message found".
@@ -58,8 +61,7 @@ const NANOS_PER_MS = 1_000_000;
  * read is asked again after the check and still finds nothing: the first
  * answer may come from the old leader just before it stepped down, the
  * check from the new one (seen once in CI: a read through the healed node
- * said "not found" for a task the new leader held). The callers do that
- * re-read (`TaskTable.read`, the session registry, the SDK's `findTask`).
+ * said "not found" for a task the new leader held): {@link recheck}.
  */
 export class LeaderQuorumCheck {
   readonly #nc: NatsConnection;
@@ -100,6 +102,19 @@ export class LeaderQuorumCheck {
     } finally {
       this.#inFlight.delete(stream);
     }
+  }
+
+  /**
+   * What a read of `stream` that found nothing may answer: the doubt when its
+   * leader may not be the only one, else what `reread()` finds now. The first
+   * "not found" may have come from a leader that stepped down just after, and
+   * the check from the new one, so the read is asked again after a passing
+   * check (see the class comment). The one place the callers' "not found"
+   * goes through: the task table, the session registry, the SDK's store.
+   */
+  async recheck<T>(stream: string, reread: () => Promise<T | undefined>): Promise<Recheck<T>> {
+    const doubt = await this.doubt(stream);
+    return doubt === undefined ? { doubt: undefined, value: await reread() } : { doubt };
   }
 
   /** Every server's answer to STREAM.INFO of `stream`, gathered until none came for {@link LEADER_ANSWERS_STALL_MS}. */

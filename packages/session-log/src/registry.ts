@@ -30,19 +30,24 @@ interface Stored {
  * The session registry. Every read goes to the bucket's stream leader, so a
  * session created on one instance is visible on the next request to another.
  */
+/** Before a "no such session" is believed: throws when it may not be, else returns what `reread()` finds. */
+export type ConfirmAbsent = (sessionId: string, reread: () => Promise<KvEntry | undefined>) => Promise<KvEntry | undefined>;
+
 export class SessionRegistry {
   readonly #kvOf: (sessionId: string) => KV;
-  readonly #confirmAbsent: (sessionId: string) => Promise<void>;
+  readonly #confirmAbsent: ConfirmAbsent;
 
   /**
    * `kvOf`: the registry bucket of a session's partition (`logLayout`); one
-   * bucket for an unpartitioned log. `confirmAbsent` runs before a missing entry is reported: it throws
-   * (`log_unavailable`) when the bucket leader that said "no such key" may
-   * not be the only leader (a node cut off from its peers keeps leading for
-   * seconds after they elected another: `LeaderQuorumCheck`, finding 16).
-   * A false "not found" ends a live session at its client; a 503 is retried.
+   * bucket for an unpartitioned log. `confirmAbsent` runs before a missing
+   * entry is reported: it throws (`log_unavailable`) when the bucket leader
+   * that said "no such key" may not be the only leader (a node cut off from
+   * its peers keeps leading for seconds after they elected another:
+   * `LeaderQuorumCheck.recheck`, finding 16), else returns what the read
+   * asked again finds. A false "not found" ends a live session at its
+   * client; a 503 is retried. The default believes the first answer (R1).
    */
-  constructor(kvOf: KV | ((sessionId: string) => KV), confirmAbsent: (sessionId: string) => Promise<void> = async () => undefined) {
+  constructor(kvOf: KV | ((sessionId: string) => KV), confirmAbsent: ConfirmAbsent = async () => undefined) {
     this.#kvOf = typeof kvOf === 'function' ? kvOf : () => kvOf;
     this.#confirmAbsent = confirmAbsent;
   }
@@ -131,14 +136,8 @@ export class SessionRegistry {
 
   async #read(sessionId: string): Promise<Stored | undefined> {
     assertSessionId(sessionId);
-    let entry = await this.#get(sessionId);
-    if (entry === undefined) {
-      await this.#confirmAbsent(sessionId);
-      // Asked again after the check: the first "no such key" may have come
-      // from a leader that stepped down just after (LeaderQuorumCheck).
-      entry = await this.#get(sessionId);
-      if (entry === undefined) return undefined;
-    }
+    const entry = (await this.#get(sessionId)) ?? (await this.#confirmAbsent(sessionId, () => this.#get(sessionId)));
+    if (entry === undefined) return undefined;
     return { record: parseRecord(sessionId, entry.string()), revision: entry.revision };
   }
 

@@ -101,10 +101,11 @@ export class SessionLog {
     const quorum = new LeaderQuorumCheck(ctx.nc, ctx.jsm);
     this.sessions = new SessionRegistry(
       (sessionId) => sessions[this.layout.of(sessionId).index] as KV,
-      async (sessionId) => {
-        if (ctx.config.replicas <= 1) return;
-        const doubt = await quorum.doubt(`KV_${this.layout.of(sessionId).sessionsBucket}`);
-        if (doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `session not found by a registry leader that may not be the only one: ${doubt}`, { sessionId });
+      async (sessionId, reread) => {
+        if (ctx.config.replicas <= 1) return undefined;
+        const checked = await quorum.recheck(`KV_${this.layout.of(sessionId).sessionsBucket}`, reread);
+        if (checked.doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `session not found by a registry leader that may not be the only one: ${checked.doubt}`, { sessionId });
+        return checked.value;
       },
     );
     this.leases = new LeaseTable((sessionId) => leases[this.layout.of(sessionId).index] as KV);

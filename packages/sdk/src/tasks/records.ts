@@ -33,11 +33,11 @@ export async function findTask(ctx: TasksContext, principalKey: string, taskId: 
     // A stream leader cut off from its peers answers "no message" for a task
     // created through the leader the others elected meanwhile: believed only
     // if one leader with a quorum answers the check and the read, asked
-    // again after it, still finds nothing (see LeaderQuorumCheck). R1: the
-    // one server is the store.
-    const doubt = await ctx.quorum.doubt(ctx.config.tasksStream);
-    if (doubt !== undefined) throw new TaskStoreError(TaskErrorCode.unavailable, `task ${taskId} not found by a leader that may not be the only one: ${doubt}`, { taskId });
-    msg = await lastOnSubject(ctx, ctx.config.tasksStream, subject);
+    // again after it, still finds nothing (LeaderQuorumCheck.recheck). R1:
+    // the one server is the store.
+    const checked = await ctx.quorum.recheck(ctx.config.tasksStream, async () => (await lastOnSubject(ctx, ctx.config.tasksStream, subject)) ?? undefined);
+    if (checked.doubt !== undefined) throw new TaskStoreError(TaskErrorCode.unavailable, `task ${taskId} not found by a leader that may not be the only one: ${checked.doubt}`, { taskId });
+    msg = checked.value ?? null;
   }
   if (msg === null) return { t: 'absent' };
   const record = decodeRecord(msg.data);

@@ -116,9 +116,9 @@ export class TaskTable {
    */
   async #absentOrFound(taskId: string): Promise<StoredMsg | undefined> {
     if (this.#options.replicas <= 1) return undefined;
-    const doubt = await this.#quorum.doubt(this.#options.streamName);
-    if (doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} not found by a leader that may not be the only one: ${doubt}`, {});
-    return this.#newest(taskId);
+    const checked = await this.#quorum.recheck(this.#options.streamName, () => this.#newest(taskId));
+    if (checked.doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} not found by a leader that may not be the only one: ${checked.doubt}`, {});
+    return checked.value;
   }
 
   /**
