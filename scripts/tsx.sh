@@ -13,7 +13,7 @@ here_dir=$(cd "$(dirname "$0")" && pwd)
 if ! node=$(bash "$here_dir/node.sh" 24); then
   here=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
   if [ "$here" -lt 22 ]; then
-    echo "[tether] no Node 24 (scripts/node.sh said why above) and this node is $(node --version 2>/dev/null || echo missing); set TETHER_NODE24=/path/to/node" >&2
+    echo "[tether] failed to start: no Node 24 (scripts/node.sh said why above) and this node is $(node --version 2>/dev/null || echo missing); set TETHER_NODE24=/path/to/node" >&2
     exit 1
   fi
   echo "[tether] WARNING: no Node 24 (scripts/node.sh said why above): running on this node, $(node --version)" >&2
