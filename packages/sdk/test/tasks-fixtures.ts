@@ -117,7 +117,8 @@ export async function startSdkTaskServer(tasks: DurableTasks, gate: Gate, mode: 
     const principal = req.headers.authorization ?? '';
     const body = req.method === 'POST' ? await readJson(req) : undefined;
     if (mode === 'stateless') {
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      // Stateless is spelled `sessionIdGenerator: undefined` (the SDK's own docs), which exactOptionalPropertyTypes refuses as written.
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined } as unknown as ConstructorParameters<typeof StreamableHTTPServerTransport>[0]);
       const server = build(principal);
       res.on('close', () => void transport.close().then(() => server.close()));
       await server.connect(transport);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { decodeJwt, decodeProtectedHeader, importJWK, SignJWT } from 'jose';
+import type { JWTHeaderParameters } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getFreePort, startAuthorizationServer, startRoundRobinProxy, UpstreamTools } from '@tether/testing';
 import type { AuthorizationServer, RoundRobinProxy } from '@tether/testing';
@@ -191,7 +192,7 @@ describe('--auth jwt: refusals follow the MCP authorization spec', () => {
     // The real key, another issuer: only the issuer is wrong.
     const [jwk] = as.signingKeys();
     const key = await importJWK(jwk!, header.alg);
-    const foreign = await new SignJWT({ ...claims, iss: 'https://evil.example' }).setProtectedHeader(header).sign(key);
+    const foreign = await new SignJWT({ ...claims, iss: 'https://evil.example' }).setProtectedHeader(header as JWTHeaderParameters).sign(key);
     expectInvalid(await refusal(bearer(foreign)), /not issued by/, foreign);
 
     const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v)).toString('base64url');

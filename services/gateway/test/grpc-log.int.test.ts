@@ -263,7 +263,7 @@ describe('LogPort over gRPC only', () => {
       });
     };
     const log = await open(() => createGrpcLog({ target: `127.0.0.1:${service.port}`, token: TOKEN, interceptors: [loseAppendReplies] }));
-    const session = await log.createSession('p');
+    const session = await log.createSession('p', {});
     const writer = newWriterId();
     const first = await log.append(session.sessionId, 'abcdefgh', 'event', bytes('one'), { writer });
     // Each call makes up to 3 attempts: every attempt of the first call, then of each failing retry, loses its reply.

@@ -133,7 +133,7 @@ describe('namespaces on one NATS account', () => {
     // What traffic in alpha puts on the wire: nothing outside alpha's names.
     const seen: string[] = [];
     const sniffer = await connect({ servers: nats.url });
-    sniffer.subscribe('>', { callback: (_err, msg) => seen.push(msg.subject) });
+    sniffer.subscribe('>', { callback: (_err, msg) => void seen.push(msg.subject) });
     await sniffer.flush();
     const { sessionId, ids } = await sessionWithEvents('alpha', 5);
     const resumed = await request(urlOf('alpha'), { method: 'GET', sessionId, headers: PRINCIPAL, lastEventId: ids[0]! });

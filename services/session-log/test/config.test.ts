@@ -188,7 +188,7 @@ describe('--log-partitions and --log-placement-tags', () => {
     expect(parseConfig(['--log-partitions', '4', '--log-placement-tags', 'region:eu, ssd'], {}).options.log).toMatchObject({ partitions: 4, placementTags: ['region:eu', 'ssd'] });
     expect(parseConfig([], { TETHER_LOG_PARTITIONS: '256', TETHER_LOG_PLACEMENT_TAGS: 'az=1,rack/7' }).options.log).toMatchObject({ partitions: 256, placementTags: ['az=1', 'rack/7'] });
     expect(parseConfig(['--config', '/c.json'], {}, () => '{"log-partitions": 8, "log-placement-tags": "eu"}').options.log).toMatchObject({ partitions: 8, placementTags: ['eu'] });
-    expect(parseConfig(['--log-partitions', '2'], { TETHER_LOG_PARTITIONS: '3' }).options.log.partitions).toBe(2);
+    expect(parseConfig(['--log-partitions', '2'], { TETHER_LOG_PARTITIONS: '3' }).options.log?.partitions).toBe(2);
     expect(JSON.parse(printableConfig(parseConfig(['--log-partitions', '4', '--namespace', 'staging'], {})))).toMatchObject({ log: { namespace: 'staging', partitions: 4, placementTags: [] } });
   });
 

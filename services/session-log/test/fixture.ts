@@ -15,12 +15,16 @@ export const TOKENS = { alice: 'alice-secret-0123456789', bob: 'bob-secret-01234
 export const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
 /** One real nats-server and any number of real service processes on it. */
+/** A test client's options: any of the client's, each may be `undefined` to leave it out. */
+export type TestClientOptions = { readonly [K in keyof CursorClientOptions]?: CursorClientOptions[K] | undefined };
+
 export interface ServiceFixture {
   readonly nats: NatsServer;
   /** Starts `tether-session-log` (built dist) with tokens for alice and bob plus `args` (and `env`, e.g. `OTEL_*`). */
   start(args?: readonly string[], name?: string, env?: Readonly<Record<string, string>>): Promise<ServiceProcess & { target: string }>;
   /** A client of `target` (default: the first service) that closes on teardown. */
-  client(options?: Partial<CursorClientOptions>): CursorServiceClient;
+  /** A client of the first service started; alice's token unless `options.token` says otherwise (`undefined`: none). */
+  client(options?: TestClientOptions): CursorServiceClient;
   teardown(): Promise<void>;
 }
 
@@ -46,7 +50,9 @@ export async function startServiceFixture(): Promise<ServiceFixture> {
       return Object.assign(proc, { target });
     },
     client(options = {}) {
-      const client = createCursorClient({ target: first ?? '', token: TOKENS.alice, ...options });
+      const merged: TestClientOptions = { target: first ?? '', token: TOKENS.alice, ...options };
+      // A key set to undefined (no token) is left out: the client's options are exact.
+      const client = createCursorClient(Object.fromEntries(Object.entries(merged).filter(([, value]) => value !== undefined)) as unknown as CursorClientOptions);
       clients.push(client);
       return client;
     },
