@@ -294,7 +294,7 @@ describe('startNatsServer: lifecycle edges', () => {
   });
 });
 
-describe('startNatsCluster: startup failures', () => {
+describe('startup failures: a server that dies, a port found taken', () => {
   let scratch: string;
   beforeAll(async () => {
     scratch = await mkdtemp(join(tmpdir(), 'tether-cluster-fail-'));
@@ -306,8 +306,8 @@ describe('startNatsCluster: startup failures', () => {
     await rm(scratch, { recursive: true, force: true });
   });
 
-  /** A NATS_SERVER_BIN that makes node n2 (or any start whose arguments match `match`) die at startup `failures` times, then runs the real server. */
-  async function wrapper(name: string, failures: number, stderrLine: string, match = '*/n2/nats-server.conf*'): Promise<string> {
+  /** A NATS_SERVER_BIN that makes node n2 die at startup `failures` times, then runs the real server. */
+  async function wrapper(name: string, failures: number, stderrLine: string): Promise<string> {
     const counter = join(scratch, `${name}.count`);
     const script = join(scratch, name);
     await writeFile(
@@ -315,7 +315,7 @@ describe('startNatsCluster: startup failures', () => {
       [
         '#!/bin/sh',
         'case "$*" in',
-        `  ${match})`,
+        `  */n2/nats-server.conf*)`,
         `    n=$(cat '${counter}' 2>/dev/null || echo 0)`,
         `    if [ "$n" -lt ${failures} ]; then echo $((n + 1)) > '${counter}'; echo '${stderrLine}' >&2; exit 1; fi;;`,
         'esac',
@@ -341,30 +341,7 @@ describe('startNatsCluster: startup failures', () => {
     expect(Date.now() - startedAt).toBeLessThan(20_000);
   });
 
-  it('a route port taken in the pick-then-bind race is retried with fresh ports', async () => {
-    vi.stubEnv('NATS_SERVER_BIN', await wrapper('port-race', 1, 'listen tcp 127.0.0.1:1: bind: address already in use'));
-    const cluster = await startNatsCluster();
-    try {
-      expect(cluster.servers.every((server) => server.pid !== undefined)).toBe(true);
-    } finally {
-      await cluster.cleanup();
-    }
-  });
-});
-
-describe('startNatsServer: a chosen port found taken', () => {
-  let scratch: string;
-  beforeAll(async () => {
-    scratch = await mkdtemp(join(tmpdir(), 'tether-port-race-'));
-  });
-  afterEach(() => {
-    vi.unstubAllEnvs();
-  });
-  afterAll(async () => {
-    await rm(scratch, { recursive: true, force: true });
-  });
-
-  it('is chosen again at the first start; a port the caller gave is not', async () => {
+  it('startNatsServer: a port it chose, found taken, is chosen again at the first start; a port the caller gave is not', async () => {
     const counter = join(scratch, 'count');
     const script = join(scratch, 'nats-server-taken-once');
     await writeFile(
@@ -394,6 +371,16 @@ describe('startNatsServer: a chosen port found taken', () => {
     );
     expect(err).toBeInstanceOf(NatsServerStartError);
     expect((err as NatsServerStartError).stderrTail.join('\n')).toContain('address already in use');
+  });
+
+  it('a route port taken in the pick-then-bind race is retried with fresh ports', async () => {
+    vi.stubEnv('NATS_SERVER_BIN', await wrapper('port-race', 1, 'listen tcp 127.0.0.1:1: bind: address already in use'));
+    const cluster = await startNatsCluster();
+    try {
+      expect(cluster.servers.every((server) => server.pid !== undefined)).toBe(true);
+    } finally {
+      await cluster.cleanup();
+    }
   });
 });
 
