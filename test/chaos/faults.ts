@@ -310,8 +310,8 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       (record as { target: string }).target = stack.gateways[slot]!.name;
       await stack.killGateway(slot);
       await sleep(fault.downMs);
-      await stack.startGateway(slot);
-      record.detail = `down ${fault.downMs}ms${runner === undefined ? '' : `; ${runner.detail}`}`;
+      const tries = await stack.startGateway(slot, signal);
+      record.detail = `down ${fault.downMs}ms${tries > 1 ? ` (started on try ${tries})` : ''}${runner === undefined ? '' : `; ${runner.detail}`}`;
       return;
     }
     case 'gateway_sigterm_drain': {
@@ -319,7 +319,8 @@ async function execute(fault: PlannedFault, record: FaultRecord, { stack, client
       (record as { target: string }).target = stack.gateways[slot]!.name;
       const exit = await stack.drainGateway(slot);
       record.detail = `drained in ${exit.ms}ms (exit ${exit.code ?? exit.signal})`;
-      await stack.startGateway(slot);
+      const tries = await stack.startGateway(slot, signal);
+      if (tries > 1) record.detail += ` (started on try ${tries})`;
       return;
     }
     case 'nats_node_kill': {

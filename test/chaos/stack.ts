@@ -162,8 +162,13 @@ export interface ChaosStack {
   killGateway(slot: number): Promise<void>;
   /** SIGTERM: the gateway drains (ends client streams with a retry hint, releases its streams) and exits. */
   drainGateway(slot: number): Promise<{ code: number | null; signal: string | null; ms: number }>;
-  /** A new process in the slot (new port), put in the balancer's rotation. */
-  startGateway(slot: number): Promise<void>;
+  /**
+   * A new process in the slot (new port), put in the balancer's rotation.
+   * A start that fails (NATS electing, or down: a power loss) is tried again
+   * every second, as a supervisor would, until `stopTrying` aborts (the
+   * run's end) or, without one, for 30 s; returns how many tries it took.
+   */
+  startGateway(slot: number, stopTrying?: AbortSignal): Promise<number>;
   /** Crash and restart an upstream on the same port: it forgets every session (the v2 one has none). */
   restartUpstream(name: UpstreamName, downMs: number): Promise<void>;
   teardown(): Promise<void>;
@@ -363,20 +368,23 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
         slot.process = undefined;
         return { code: status.code, signal: status.signal, ms: Date.now() - began };
       },
-      async startGateway(i) {
+      async startGateway(i, stopTrying) {
         const slot = gateways[i]!;
-        // A process can fail to start while NATS elects a leader (or is down altogether: a power loss); try again for 30 s.
+        // A process can fail to start while NATS elects a leader (or is down
+        // altogether: a power loss). A run once lost a gateway for its last
+        // 300 s when three power losses outlasted a 30 s limit.
         const until = Date.now() + 30_000;
         for (let attempt = 1; ; attempt += 1) {
           try {
             await launch(slot);
-            break;
+            rotate();
+            return attempt;
           } catch (err) {
-            if (attempt >= 4 && Date.now() > until) throw err;
+            const givingUp = stopTrying === undefined ? attempt >= 4 && Date.now() > until : stopTrying.aborted;
+            if (givingUp) throw err;
             await sleep(1_000);
           }
         }
-        rotate();
       },
       async restartUpstream(name, downMs) {
         if (upstreams === undefined) throw new Error('no upstreams: the SDK example serves its own tools');
