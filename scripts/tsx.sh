@@ -5,9 +5,9 @@
 # finds it or installs it into .tether/node24/ (seconds). Everything the
 # entry point spawns with process.execPath (gateways, session-log services,
 # SDK servers, upstreams, the chaos clients' host) runs on the same binary,
-# so figures and chaos results are Node 24's. The same fallback as
-# scripts/start.sh: with no Node 24 to be had, a Node >= 22 on PATH runs it
-# with a warning; older ones are refused.
+# so figures and chaos results are Node 24's. `npm start` goes through it
+# too (scripts/start.sh). With no Node 24 to be had, a Node >= 22 on PATH
+# runs it with a warning; older ones are refused.
 set -euo pipefail
 here_dir=$(cd "$(dirname "$0")" && pwd)
 if ! node=$(bash "$here_dir/node.sh" 24); then

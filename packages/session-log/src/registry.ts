@@ -26,13 +26,13 @@ interface Stored {
   readonly revision: number;
 }
 
+/** Before a "no such session" is believed: throws when it may not be, else returns what `reread()` finds. */
+export type ConfirmAbsent = (sessionId: string, reread: () => Promise<KvEntry | undefined>) => Promise<KvEntry | undefined>;
+
 /**
  * The session registry. Every read goes to the bucket's stream leader, so a
  * session created on one instance is visible on the next request to another.
  */
-/** Before a "no such session" is believed: throws when it may not be, else returns what `reread()` finds. */
-export type ConfirmAbsent = (sessionId: string, reread: () => Promise<KvEntry | undefined>) => Promise<KvEntry | undefined>;
-
 export class SessionRegistry {
   readonly #kvOf: (sessionId: string) => KV;
   readonly #confirmAbsent: ConfirmAbsent;

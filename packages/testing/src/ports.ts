@@ -49,8 +49,14 @@ const LOWEST_CHOSEN_PORT = 10_000;
 /** Random tries in the range before falling back to a port the kernel picks. */
 const TRIES = 50;
 
-/** The first port of the kernel's ephemeral range (Linux); 49152 (IANA) elsewhere. */
+/** The first port of the kernel's ephemeral range (Linux); 49152 (IANA) elsewhere. Read once. */
+let ephemeralLowCached: number | undefined;
 function ephemeralLow(): number {
+  ephemeralLowCached ??= readEphemeralLow();
+  return ephemeralLowCached;
+}
+
+function readEphemeralLow(): number {
   try {
     const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
     if (Number.isInteger(low) && low > 0) return low;

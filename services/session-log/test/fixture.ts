@@ -14,16 +14,15 @@ const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 export const TOKENS = { alice: 'alice-secret-0123456789', bob: 'bob-secret-0123456789ab' } as const;
 export const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
-/** One real nats-server and any number of real service processes on it. */
 /** A test client's options: any of the client's, each may be `undefined` to leave it out. */
 export type TestClientOptions = { readonly [K in keyof CursorClientOptions]?: CursorClientOptions[K] | undefined };
 
+/** One real nats-server and any number of real service processes on it. */
 export interface ServiceFixture {
   readonly nats: NatsServer;
   /** Starts `tether-session-log` (built dist) with tokens for alice and bob plus `args` (and `env`, e.g. `OTEL_*`). */
   start(args?: readonly string[], name?: string, env?: Readonly<Record<string, string>>): Promise<ServiceProcess & { target: string }>;
-  /** A client of `target` (default: the first service) that closes on teardown. */
-  /** A client of the first service started; alice's token unless `options.token` says otherwise (`undefined`: none). */
+  /** A client of `target` (default: the first service started) that closes on teardown; alice's token unless `options.token` says otherwise (`undefined`: none). */
   client(options?: TestClientOptions): CursorServiceClient;
   teardown(): Promise<void>;
 }
