@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, duration, helpLines, int, list, matching, readSettings } from '@tether/config';
 import type { FlagOptions, FlagSpec } from '@tether/config';
 import { DEFAULT_STREAM_NAME, isSessionLogError, MAX_PARTITIONS, MAX_SESSIONS_PER_PRINCIPAL, PLACEMENT_TAG_ALLOWED, PLACEMENT_TAG_PATTERN, NAMESPACE_ALLOWED, NAMESPACE_PATTERN, namespaceNames, resolveConfig } from '@tether/session-log';
-import { AUTH_FLAGS, AUTH_SECRET_FLAGS, parseAuthConfig } from './auth/auth-config.js';
+import { AUTH_FLAGS, AUTH_SECRET_FLAGS, checkRouteAuth, parseAuthConfig } from './auth/auth-config.js';
 import type { AuthConfig } from './auth/auth-config.js';
 
 export { ConfigError };
@@ -183,6 +183,8 @@ export function parseConfig(
   const logUrl = raw('log');
   if (logUrl !== '' && !/^grpcs?:\/\/[^/]+$/.test(logUrl)) throw new ConfigError(`invalid --log ${JSON.stringify(logUrl)}; allowed: grpc://host:port or grpcs://host:port`);
   const instanceId = raw('instance-id') === '' ? `gw-${randomBytes(4).toString('hex')}` : raw('instance-id');
+  const auth = parseAuthConfig(raw);
+  checkRouteAuth(auth, routes.map((r) => r.path));
   return {
     host: raw('host'),
     port: int('port', raw('port'), 0, 65535),
@@ -197,7 +199,7 @@ export function parseConfig(
     logPartitions: int('log-partitions', raw('log-partitions'), 1, MAX_PARTITIONS),
     logPlacementTags: list(raw('log-placement-tags'), ',').map((tag) => matching('log-placement-tags', tag, PLACEMENT_TAG_PATTERN, PLACEMENT_TAG_ALLOWED)),
     sessionIdleMs: duration('session-idle', raw('session-idle'), 1_000),
-    auth: parseAuthConfig(raw),
+    auth,
     allowedOrigins: list(raw('allowed-origins'), ','),
     heartbeatMs: duration('heartbeat', raw('heartbeat'), 100),
     retryMs: int('retry', raw('retry'), 0, 600_000),

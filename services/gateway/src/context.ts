@@ -3,6 +3,7 @@ import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import type { Audit } from './audit.js';
 import type { Authenticator } from './auth/authenticator.js';
+import type { PresentedCredentials } from './auth/presented-credentials.js';
 import type { ResourceMetadata } from './auth/resource-metadata.js';
 import type { GatewayConfig, Route } from './config.js';
 import type { LogPort } from './log/log-port.js';
@@ -34,6 +35,8 @@ export interface GatewayContext {
   readonly audit: Audit;
   /** Who sent a request (`--auth`): the principal and what the upstream is told of it. */
   readonly authenticator: Authenticator;
+  /** The newest credentials each principal presented here, per route: what the gateway's own upstream calls carry. */
+  readonly credentials: PresentedCredentials;
   /** RFC 9728 documents and the 401/403/503 refusals; undefined with `--auth none`. */
   readonly resourceMetadata: ResourceMetadata | undefined;
   /** Durable tasks for 2026-07-28 clients; undefined with `--tasks off` or `--log grpc://`. Set once by `listen()`, before the first request. */

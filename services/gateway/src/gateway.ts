@@ -10,6 +10,7 @@ import { createAudit } from './audit.js';
 import { isAuthError } from './auth/auth-error.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import type { Caller } from './auth/authenticator.js';
+import { PresentedCredentials } from './auth/presented-credentials.js';
 import { createResourceMetadata, serveMetadata } from './auth/resource-metadata.js';
 import type { GatewayConfig } from './config.js';
 import type { GatewayContext } from './context.js';
@@ -24,7 +25,7 @@ import { newWriterId } from '@tether/session-log';
 import { LocalRegistry } from './streams/local-registry.js';
 import { WriterWatch } from './streams/writer-watch.js';
 import { EdgeTasks } from './tasks/edge-tasks.js';
-import { closeUpstreamPool, UpstreamPicker } from './upstream.js';
+import { closeUpstreamPool, labelUpstreams, UpstreamPicker } from './upstream.js';
 
 export interface Gateway {
   readonly server: Server;
@@ -54,6 +55,7 @@ export interface Gateway {
 export function createGateway(config: GatewayConfig, log: LogPort, logger: Logger, metrics: TetherMetrics = createTetherMetrics()): Gateway {
   let draining = false;
   const writerId = newWriterId();
+  labelUpstreams(config.routes);
   const writers = new WriterWatch(writerId, (writer) => log.probeWriter(writer, undefined, undefined, Math.min(250, config.writerCheckMs)), config.writerCheckMs, config.writerSilenceMs, logger.child({ component: 'writers' }));
   const local = new LocalRegistry(
     log,
@@ -76,6 +78,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     metrics,
     audit: createAudit(log, config.instanceId, config.audit),
     authenticator: createAuthenticator(config.auth),
+    credentials: new PresentedCredentials(),
     resourceMetadata: createResourceMetadata(config.auth),
     tasks: undefined,
   };
@@ -105,15 +108,17 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     if (!originAllowed(req, config.allowedOrigins)) return replyError(res, { status: 403, code: GatewayErrorCode.transport, message: 'Forbidden: Origin not allowed' });
     let caller: Caller;
     try {
-      caller = await ctx.authenticator.authenticate(req);
+      caller = await ctx.authenticator.authenticate(req, route.path);
     } catch (err) {
-      if (!isAuthError(err) || ctx.resourceMetadata === undefined) throw err;
+      if (!isAuthError(err)) throw err;
+      if (ctx.resourceMetadata === undefined) return replyError(res, { status: 400, code: GatewayErrorCode.invalidRequest, message: `Bad Request: ${err.description}` });
       // The reason only: never the token, a claim's value or the header.
       ctx.metrics.authRefusals.add(1, { reason: err.reason });
       if (err.code === 'issuer_unavailable') authLogger.warn({ reason: err.reason, detail: err.description }, 'issuer unavailable');
       else authLogger.debug({ reason: err.reason, code: err.code }, 'request refused');
       return replyError(res, ctx.resourceMetadata.refusal(err, route.path));
     }
+    ctx.credentials.present(caller);
     const traced = startRequestSpan(ctx, req, res, route.path);
     // Who, for dashboards: the principal's tag (never the digest, the token or a claim).
     if (traced.span.isRecording()) traced.span.setAttribute('tether.principal', principalTag(caller.principal));

@@ -3,7 +3,8 @@ import type { IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Counter } from '@opentelemetry/api';
-import { UpstreamError } from './upstream.js';
+import type { CallerCredentials } from './auth/presented-credentials.js';
+import { upstreamLabel, UpstreamError } from './upstream.js';
 
 const tracer = trace.getTracer('tether-gateway');
 
@@ -64,8 +65,32 @@ export function openUpstreamStream(url: string, headers: Record<string, string>,
       span.end();
       if (signal.aborted) return reject(err);
       errors?.add(1, { reason: 'unreachable' });
-      reject(new UpstreamError(`upstream ${url} did not answer: ${err.message}`, { cause: err }));
+      reject(new UpstreamError(`upstream ${upstreamLabel(url)} did not answer: ${err.message}`, { cause: err }));
     });
     req.end();
   });
+}
+
+/** Renewed credentials a refused reconnect tries before it gives up: each needs the client to present new ones. */
+const MAX_RENEWALS = 3;
+
+/**
+ * `openUpstreamStream` for a call the gateway makes on its own, with the
+ * caller's newest credentials: an upstream that refuses them (401, the
+ * token the upstream was given expired) is asked again once the client has
+ * presented newer ones on this instance (`--upstream-auth forward`), rather
+ * than the stream ending while the client holds a good token. A 401 is
+ * answered as it came when no renewal comes (bounded by
+ * `CallerCredentials.renewed`).
+ */
+export async function openStreamAsCaller(url: string, headers: Record<string, string>, credentials: CallerCredentials, signal: AbortSignal, errors?: Counter): Promise<UpstreamStream> {
+  let used = credentials.current();
+  let answer = await openUpstreamStream(url, { ...used, ...headers }, signal, errors);
+  for (let renewals = 0; answer.status === 401 && renewals < MAX_RENEWALS; renewals += 1) {
+    if (!(await credentials.renewed(used, signal))) return answer;
+    answer.close();
+    used = credentials.current();
+    answer = await openUpstreamStream(url, { ...used, ...headers }, signal, errors);
+  }
+  return answer;
 }

@@ -42,18 +42,6 @@ export function forwardHeaders(req: IncomingMessage, caller: Caller, upstreamSes
   return out;
 }
 
-/**
- * What an upstream request the gateway makes on its own (a GET listener, a
- * nested resume after a takeover) carries for the caller whose request led
- * to it: the protocol version and the caller's credentials, so an upstream
- * that validates tokens accepts it as it accepted the caller's own requests.
- */
-export type CallerHeaders = Readonly<Record<string, string>>;
-
-export function callerHeaders(caller: Caller, protocolVersion: string | undefined): CallerHeaders {
-  return protocolVersion === undefined ? caller.upstreamHeaders : { ...caller.upstreamHeaders, [HttpHeader.protocolVersion]: protocolVersion };
-}
-
 export class UpstreamError extends Error {
   override readonly name = 'UpstreamError';
   readonly code = 'upstream_unreachable';
@@ -131,7 +119,8 @@ export async function closeUpstreamPool(): Promise<void> {
  * One HTTP call to an upstream, in a client span whose `traceparent` goes
  * with the request, on the pooled keep-alive connections. Sends no
  * `Accept-Encoding` and decodes nothing: the body is the upstream's bytes.
- * Network failures become `UpstreamError` naming the URL (never the body)
+ * Network failures become `UpstreamError` naming the upstream by its
+ * label (`upstreamLabel`: never a secret of its URL, never the body)
  * and count in `errors` when given; an aborted `signal` rejects with its
  * reason, uncounted.
  */
@@ -164,7 +153,7 @@ export async function callUpstream(
     if (init.signal?.aborted === true) throw err;
     init.errors?.add(1, { reason: 'unreachable' });
     const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error) : (err as Error);
-    throw new UpstreamError(`upstream ${url} did not answer: ${cause.message}`, { cause: err });
+    throw new UpstreamError(`upstream ${upstreamLabel(url)} did not answer: ${cause.message}`, { cause: err });
   } finally {
     // The span covers the wait for the answer's headers; the body is the pump's.
     span.end();
@@ -235,5 +224,37 @@ export class UpstreamPicker {
     const url = this.upstreams[this.#next % this.upstreams.length]!;
     this.#next += 1;
     return url;
+  }
+}
+
+/**
+ * Names of the configured upstreams, for answers and logs: `route /b` (and
+ * the replica's number when the route has several). An upstream URL may
+ * carry a secret (`?api_key=…`, `user:pass@`), and neither a client's 502
+ * nor a log line may show it.
+ */
+const labels = new Map<string, string>();
+
+/** Registers the routes' upstreams (at gateway creation): each is named by its route from then on. */
+export function labelUpstreams(routes: readonly { readonly path: string; readonly upstreams: readonly string[] }[]): void {
+  for (const route of routes) {
+    route.upstreams.forEach((url, i) => {
+      const name = route.upstreams.length === 1 ? `route ${route.path}` : `route ${route.path} replica ${i + 1}`;
+      // One URL behind several routes: every one of them is named.
+      const known = labels.get(url);
+      labels.set(url, known === undefined || known.includes(name) ? name : `${known}, ${name}`);
+    });
+  }
+}
+
+/** An upstream URL as answers and logs show it: its route, else its origin and path (no userinfo, no query). */
+export function upstreamLabel(url: string): string {
+  const label = labels.get(url);
+  if (label !== undefined) return label;
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return 'an invalid upstream URL';
   }
 }

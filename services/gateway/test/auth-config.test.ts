@@ -19,29 +19,37 @@ describe('gateway auth config', () => {
       mode: 'jwt',
       issuer: 'https://idp.example',
       audiences: ['https://gw.example/mcp'],
+      resources: { '/mcp': 'https://gw.example/mcp' },
       scopes: [],
       principalClaim: 'sub',
       clockSkewMs: 30_000,
       authorizationServers: ['https://idp.example'],
-      upstreamAuth: 'forward',
+      upstreamAuth: {},
       jwksUrl: 'https://idp.example/jwks',
       algorithms: ['RS256', 'ES256', 'EdDSA'],
     });
   });
 
   it('parses introspect from the environment, and --print-config masks its secret', () => {
-    const config = parseConfig(UP, {
+    const config = parseConfig([...UP, '--route', '/b=http://b/mcp'], {
       TETHER_AUTH: 'introspect',
       TETHER_AUTH_ISSUER: 'https://idp.example',
-      TETHER_AUTH_AUDIENCE: 'https://gw.example/mcp,https://gw2.example/mcp',
+      TETHER_AUTH_AUDIENCE: 'https://gw.example/mcp,/b=https://gw2.example/b',
       TETHER_AUTH_INTROSPECTION_URL: 'https://idp.example/introspect',
       TETHER_AUTH_INTROSPECTION_CLIENT_ID: 'gw',
       TETHER_AUTH_INTROSPECTION_CLIENT_SECRET: 's3cret-value',
       TETHER_AUTH_INTROSPECTION_CACHE: '10s',
       TETHER_AUTH_SCOPES: 'mcp:tools,mcp:read',
-      TETHER_UPSTREAM_AUTH: 'strip',
+      TETHER_UPSTREAM_AUTH: '/b=forward',
     });
-    expect(config.auth).toMatchObject({ mode: 'introspect', audiences: ['https://gw.example/mcp', 'https://gw2.example/mcp'], cacheMs: 10_000, scopes: ['mcp:tools', 'mcp:read'], upstreamAuth: 'strip' });
+    expect(config.auth).toMatchObject({
+      mode: 'introspect',
+      audiences: ['https://gw.example/mcp', 'https://gw2.example/b'],
+      resources: { '/mcp': 'https://gw.example/mcp', '/b': 'https://gw2.example/b' },
+      cacheMs: 10_000,
+      scopes: ['mcp:tools', 'mcp:read'],
+      upstreamAuth: { '/b': 'forward' },
+    });
     const printed = printableConfig(config);
     expect(printed).not.toContain('s3cret-value');
     expect(printed).toContain('"clientSecret": "***"');
@@ -64,7 +72,15 @@ describe('gateway auth config', () => {
     [[...INTROSPECT, '--auth-jwks-url', 'https://i/jwks'], /--auth-jwks-url needs --auth jwt \(--auth is introspect\)/],
     [[...INTROSPECT.slice(0, -2)], /--auth introspect needs --auth-introspection-client-secret/],
     [['--auth-jwks-url', 'https://i/jwks'], /--auth-jwks-url needs --auth jwt or --auth introspect \(--auth is none\)/],
-    [['--upstream-auth', 'strip'], /--upstream-auth needs --auth jwt or --auth introspect/],
+    [['--upstream-auth', 'forward'], /--upstream-auth needs --auth jwt or --auth introspect/],
+    // Each route its own protected resource: exactly one URI per route, and only routes that exist.
+    [[...JWT, '--auth-audience', 'https://gw.example/other'], /--auth-audience gives route \/mcp two values \("https:\/\/gw.example\/mcp" and "https:\/\/gw.example\/other"\)/],
+    [[...JWT, '--route', '/b=http://b/mcp'], /--auth jwt needs a resource URI for every route: give --auth-audience \/b=https:\/\/host\/b/],
+    [[...JWT, '--auth-audience', '/c=https://gw.example/c'], /--auth-audience names route \/c, which the gateway does not serve; routes: \/mcp/],
+    [[...JWT, '--upstream-auth', '/c=forward'], /--upstream-auth names route \/c, which the gateway does not serve/],
+    [[...JWT, '--upstream-auth', 'forward', '--upstream-auth', 'strip'], /--upstream-auth gives route \/mcp two values/],
+    [[...JWT, '--upstream-auth', '/mcp=exchange'], /invalid --upstream-auth "exchange"; allowed: forward or strip/],
+    [[...JWT, '--auth-audience', '/=https://gw.example/x'], /--auth-audience names route \/, which the gateway does not serve/],
   ])('refuses %j naming the flag and what is allowed', (argv, message) => {
     expect(() => parseConfig([...UP, ...argv], {})).toThrow(ConfigError);
     expect(() => parseConfig([...UP, ...argv], {})).toThrow(message);

@@ -111,14 +111,14 @@ describe('--auth introspect', () => {
 describe('--upstream-auth', () => {
   const jwtArgs = (extra: string[] = []): string[] => ['--auth', 'jwt', '--auth-issuer', as.issuer, '--auth-jwks-url', as.jwksUri, '--auth-audience', jwtResource, ...extra];
 
-  it('forward (default): the upstream gets the caller\'s Authorization unchanged and no Tether-Principal', async () => {
-    const url = await gateway(jwtArgs());
+  it('forward (opt-in): the upstream gets the caller\'s Authorization unchanged and no Tether-Principal', async () => {
+    const url = await gateway(jwtArgs(['--upstream-auth', 'forward']));
     const token = (await as.clientCredentials('client-a', { resource: jwtResource })).access_token;
     expect(await whoami(url, token)).toEqual({ authorization: `Bearer ${token}`, principal: null, identity: null });
   });
 
-  it('strip: no Authorization upstream; the verified principal and identity instead, and a client cannot forge them', async () => {
-    const url = await gateway(jwtArgs(['--upstream-auth', 'strip']));
+  it('strip (default): no Authorization upstream; the verified principal and identity instead, and a client cannot forge them', async () => {
+    const url = await gateway(jwtArgs());
     const token = (await as.clientCredentials('client-a', { resource: jwtResource })).access_token;
     const sessionId = await initialize(url, bearer(token));
     const res = await request(url, { method: 'POST', sessionId, body: callTool(1, WHOAMI, {}), headers: { ...bearer(token), 'tether-principal': 'forged', 'tether-identity': 'forged' } });

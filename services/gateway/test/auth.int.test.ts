@@ -173,7 +173,11 @@ describe('--auth jwt: refusals follow the MCP authorization spec', () => {
   }
 
   it('no token, a malformed header, an expired token', async () => {
-    expectInvalid(await refusal({}), /has no access token/);
+    // RFC 6750 section 3.1: no credentials at all, no error code; the challenge still names the metadata.
+    const none = await refusal({});
+    expect(none.status).toBe(401);
+    expect(none.challenge).toBe(`Bearer resource_metadata="${metadataUrl()}"`);
+    expect(none.body.error.message).toMatch(/has no access token/);
     expectInvalid(await refusal({ authorization: 'Basic dXNlcjpwYXNz' }), /not of the form Bearer <token>/);
     expectInvalid(await refusal({ authorization: 'Bearer a b' }), /not of the form Bearer <token>/);
     expectInvalid(await refusal({ authorization: 'Bearer not-a-jwt' }), /not a well-formed signed JWT|could not be read/);

@@ -12,7 +12,13 @@ export type AuthConfig = NoAuth | JwtAuth | IntrospectionAuth;
 export const AuthMode = { none: 'none', jwt: 'jwt', introspect: 'introspect' } as const;
 export type AuthMode = (typeof AuthMode)[keyof typeof AuthMode];
 
-/** What the upstream gets: the caller's `Authorization` unchanged, or none and the verified principal in `Tether-Principal`. */
+/**
+ * What a route's upstream gets of the caller (docs/security.md, "No token
+ * passthrough"): `strip` (the default) sends no `Authorization`, and the
+ * verified principal in `Tether-Principal` and `Tether-Identity`; `forward`
+ * sends the caller's `Authorization` unchanged, for an upstream that is the
+ * same protected resource as its route and validates the token itself.
+ */
 export const UpstreamAuth = { forward: 'forward', strip: 'strip' } as const;
 export type UpstreamAuth = (typeof UpstreamAuth)[keyof typeof UpstreamAuth];
 
@@ -26,8 +32,20 @@ export interface NoAuth {
 interface TokenAuthBase {
   /** The token's `iss` must equal this exactly (introspection: when the answer names one). */
   readonly issuer: string;
-  /** The gateway's canonical resource URIs (RFC 8707): a token must name one of them in `aud`. The first is the default resource. */
+  /**
+   * Every route's resource URI (RFC 8707), in flag order: a token whose
+   * `aud` names none of them is refused before anything else. Which route
+   * it may be used on is `resources`' business.
+   */
   readonly audiences: readonly string[];
+  /**
+   * Each route's canonical resource URI, by route path (`--auth-audience
+   * URI` is the default route `/mcp`'s, `/path=URI` another's). A token is
+   * accepted on a route only when its `aud` holds that route's URI: each
+   * route is its own protected resource, and a token minted for one is
+   * refused on every other (RFC 8707, the MCP spec's audience rule).
+   */
+  readonly resources: Readonly<Record<string, string>>;
   /** Scopes every request's token must carry. */
   readonly scopes: readonly string[];
   /** The claim that names the subject, digested with the issuer into the principal. Default `sub`. */
@@ -35,8 +53,12 @@ interface TokenAuthBase {
   readonly clockSkewMs: number;
   /** Listed in the protected resource metadata (RFC 9728). Default: the issuer. */
   readonly authorizationServers: readonly string[];
-  readonly upstreamAuth: UpstreamAuth;
+  /** What each route's upstream gets, by route path; a route not named gets `strip`. */
+  readonly upstreamAuth: Readonly<Record<string, UpstreamAuth>>;
 }
+
+/** The route a bare `--auth-audience URI` or `--upstream-auth MODE` applies to: the one `--upstream` serves. */
+export const DEFAULT_ROUTE = '/mcp';
 
 export interface JwtAuth extends TokenAuthBase {
   readonly mode: 'jwt';
@@ -62,7 +84,7 @@ export const AUTH_FLAGS = [
   { flag: 'auth', env: 'TETHER_AUTH', help: 'how callers are identified: none (the --identity-header value, trusted as is), jwt (verify Bearer JWT access tokens), introspect (RFC 7662, opaque tokens)', fallback: 'none' },
   { flag: 'identity-header', env: 'TETHER_IDENTITY_HEADER', help: 'with --auth none: the request header whose value identifies the principal; the gateway TRUSTS it, so set it only behind a proxy that authenticates callers and sets it', fallback: 'authorization' },
   { flag: 'auth-issuer', env: 'TETHER_AUTH_ISSUER', help: 'jwt/introspect: the authorization server\'s issuer; a token\'s iss must equal it exactly', fallback: '' },
-  { flag: 'auth-audience', env: 'TETHER_AUTH_AUDIENCE', help: 'jwt/introspect: this gateway\'s canonical resource URI(s) (RFC 8707), e.g. https://mcp.example.com/mcp; a token must name one in aud', fallback: '' },
+  { flag: 'auth-audience', env: 'TETHER_AUTH_AUDIENCE', help: 'jwt/introspect: each route\'s canonical resource URI (RFC 8707), one per route: URI for /mcp, /path=URI for another (repeat); a token is accepted on a route only if its aud holds that route\'s URI', fallback: '', repeat: true },
   { flag: 'auth-jwks-url', env: 'TETHER_AUTH_JWKS_URL', help: 'jwt: the issuer\'s JWKS URL (keys cached 10 min; an unknown kid refetches them, at most every 2 s)', fallback: '' },
   { flag: 'auth-algorithms', env: 'TETHER_AUTH_ALGORITHMS', help: `jwt: signature algorithms accepted (asymmetric only: ${ALLOWED_ALGORITHMS.join(', ')})`, fallback: DEFAULT_ALGORITHMS },
   { flag: 'auth-clock-skew', env: 'TETHER_AUTH_CLOCK_SKEW', help: 'jwt/introspect: clock difference tolerated on exp and nbf (ms, or 30s)', fallback: '30s' },
@@ -73,7 +95,7 @@ export const AUTH_FLAGS = [
   { flag: 'auth-introspection-client-id', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_ID', help: 'introspect: the gateway\'s client id at the introspection endpoint (HTTP Basic)', fallback: '' },
   { flag: 'auth-introspection-client-secret', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_SECRET', help: 'introspect: the gateway\'s client secret (never printed)', fallback: '' },
   { flag: 'auth-introspection-cache', env: 'TETHER_AUTH_INTROSPECTION_CACHE', help: 'introspect: longest an answer is reused, never past the token\'s exp (ms, or 60s; 0 = ask every time)', fallback: '60s' },
-  { flag: 'upstream-auth', env: 'TETHER_UPSTREAM_AUTH', help: 'jwt/introspect: forward (the caller\'s Authorization, unchanged) or strip (no Authorization; the verified principal in Tether-Principal, for an upstream on a private network that trusts the gateway)', fallback: 'forward' },
+  { flag: 'upstream-auth', env: 'TETHER_UPSTREAM_AUTH', help: 'jwt/introspect: what a route\'s upstream gets: strip (no Authorization; the verified principal in Tether-Principal and Tether-Identity) or forward (the caller\'s token, for an upstream that is the same protected resource and validates it); MODE for /mcp, /path=MODE for another (repeat); a route not named: strip', fallback: '', repeat: true },
 ] as const;
 
 export const AUTH_SECRET_FLAGS = ['auth-introspection-client-secret'] as const;
@@ -99,15 +121,16 @@ export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
     return value;
   };
   const issuer = need('auth-issuer');
-  const audiences = list(need('auth-audience'), ',').map((a) => absoluteUrl('auth-audience', a));
-  const base: Omit<TokenAuthBase, 'upstreamAuth'> & { upstreamAuth: UpstreamAuth } = {
+  const resources = perRoute('auth-audience', need('auth-audience'), (value) => absoluteUrl('auth-audience', value));
+  const base: TokenAuthBase = {
     issuer,
-    audiences,
+    audiences: [...new Set(Object.values(resources))],
+    resources,
     scopes: list(raw('auth-scopes'), ',').map((s) => matching('auth-scopes', s, /^[\x21\x23-\x5b\x5d-\x7e]+$/, 'scope tokens (RFC 6749: printable ASCII without spaces, quotes or backslashes)')),
     principalClaim: matching('auth-principal-claim', raw('auth-principal-claim'), /^[A-Za-z0-9_.:-]{1,64}$/, 'a claim name (letters, digits, _ . : -)'),
     clockSkewMs: duration('auth-clock-skew', raw('auth-clock-skew'), 0),
     authorizationServers: raw('auth-authorization-server') === '' ? [issuer] : list(raw('auth-authorization-server'), ',').map((a) => absoluteUrl('auth-authorization-server', a)),
-    upstreamAuth: upstreamAuth(raw('upstream-auth')),
+    upstreamAuth: perRoute('upstream-auth', raw('upstream-auth'), upstreamAuth),
   };
   if (mode === AuthMode.jwt) {
     for (const flag of ['auth-introspection-url', 'auth-introspection-client-id', 'auth-introspection-client-secret'] as const) {
@@ -140,7 +163,47 @@ function algorithms(text: string): string[] {
 
 function upstreamAuth(value: string): UpstreamAuth {
   if (value === UpstreamAuth.forward || value === UpstreamAuth.strip) return value;
-  throw new ConfigError(`invalid --upstream-auth ${JSON.stringify(value)}; allowed: forward or strip`);
+  throw new ConfigError(`invalid --upstream-auth ${JSON.stringify(value)}; allowed: forward or strip (MODE for /mcp, /path=MODE for another route)`);
+}
+
+const ROUTE_PATH = /^\/[A-Za-z0-9._~/-]*$/;
+
+/**
+ * A repeated per-route flag: `VALUE` is the default route's (`/mcp`),
+ * `/path=VALUE` another's. One value per route: a second for the same
+ * route is refused, naming both, rather than one silently winning.
+ */
+function perRoute<T>(flag: string, text: string, parse: (value: string) => T): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const item of list(text, ',')) {
+    const eq = item.startsWith('/') ? item.indexOf('=') : -1;
+    const route = eq < 0 ? DEFAULT_ROUTE : item.slice(0, eq);
+    if (eq >= 0 && (eq === 0 || !ROUTE_PATH.test(route))) throw new ConfigError(`invalid --${flag} ${JSON.stringify(item)}; allowed: VALUE for ${DEFAULT_ROUTE}, or /path=VALUE for another route`);
+    const value = parse(eq < 0 ? item : item.slice(eq + 1));
+    if (Object.hasOwn(out, route)) throw new ConfigError(`--${flag} gives route ${route} two values (${JSON.stringify(String(out[route]))} and ${JSON.stringify(String(value))}); give each route one (${DEFAULT_ROUTE} takes a bare VALUE, another route /path=VALUE)`);
+    out[route] = value;
+  }
+  return out;
+}
+
+/**
+ * Checks the per-route auth flags against the routes the gateway serves:
+ * every route has exactly one resource URI, and no flag names a route
+ * that does not exist (a typo would leave a route on a default nobody chose).
+ */
+export function checkRouteAuth(auth: AuthConfig, routePaths: readonly string[]): void {
+  if (auth.mode === AuthMode.none) return;
+  for (const [flag, byRoute] of [['auth-audience', auth.resources], ['upstream-auth', auth.upstreamAuth]] as const) {
+    for (const route of Object.keys(byRoute)) {
+      if (routePaths.includes(route)) continue;
+      const how = route === DEFAULT_ROUTE ? ` (a bare value is the default route ${DEFAULT_ROUTE}'s, served only with --upstream; give /path=VALUE)` : '';
+      throw new ConfigError(`--${flag} names route ${route}, which the gateway does not serve${how}; routes: ${routePaths.join(', ')}`);
+    }
+  }
+  const missing = routePaths.filter((route) => auth.resources[route] === undefined);
+  if (missing.length > 0) {
+    throw new ConfigError(`--auth ${auth.mode} needs a resource URI for every route: give --auth-audience ${missing.map((r) => (r === DEFAULT_ROUTE ? 'https://host/mcp' : `${r}=https://host${r}`)).join(' --auth-audience ')} (each route is its own protected resource)`);
+  }
 }
 
 function absoluteUrl(flag: string, value: string): string {

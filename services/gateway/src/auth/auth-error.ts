@@ -6,6 +6,8 @@
  * for no fault of its own).
  */
 export const AuthErrorCode = {
+  /** RFC 6750 section 3.1: the request itself is malformed (two `Authorization` headers): 400. */
+  invalidRequest: 'invalid_request',
   invalidToken: 'invalid_token',
   insufficientScope: 'insufficient_scope',
   issuerUnavailable: 'issuer_unavailable',
@@ -35,6 +37,11 @@ export const isAuthError = (err: unknown): err is AuthError => err instanceof Au
 
 export const invalidToken = (reason: string, description: string, cause?: unknown): AuthError =>
   new AuthError(AuthErrorCode.invalidToken, reason, description, [], cause === undefined ? undefined : { cause });
+
+/** No credentials at all: RFC 6750 section 3.1 says the challenge then carries no error code. */
+export const noCredentials = (): AuthError => invalidToken('missing', 'the request has no access token (Authorization: Bearer <token>)');
+
+export const invalidRequest = (reason: string, description: string): AuthError => new AuthError(AuthErrorCode.invalidRequest, reason, description);
 
 export const issuerUnavailable = (description: string, cause?: unknown): AuthError =>
   new AuthError(AuthErrorCode.issuerUnavailable, 'issuer_unavailable', description, [], cause === undefined ? undefined : { cause });

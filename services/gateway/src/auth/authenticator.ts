@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { principalDigest } from '@tether/session-log';
 import { header } from '../http/request.js';
 import type { AuthConfig } from './auth-config.js';
-import { invalidToken } from './auth-error.js';
+import { invalidRequest, invalidToken, noCredentials } from './auth-error.js';
 import type { Identity } from './identity.js';
 import { requireScopes } from './identity.js';
 import { createIntrospectionVerifier } from './introspection.js';
@@ -12,22 +12,26 @@ import { TETHER_IDENTITY, TETHER_PRINCIPAL, upstreamIdentity } from './upstream-
 
 /**
  * Who sent a request, as every handler needs it: the principal its
- * sessions are bound to, and what the upstream is told of it.
+ * sessions are bound to, and what the route's upstream is told of it.
  */
 export interface Caller {
   /** The digest sessions are bound to (`principalDigest`, or `identityPrincipal` of a verified token). */
   readonly principal: string;
+  /** The route the caller was authenticated for: its credentials are good there and nowhere else. */
+  readonly route: string;
   /**
-   * Headers every upstream request made for this caller carries: its
-   * `Authorization` unchanged (default), or with `--upstream-auth strip`
-   * none of it and the verified principal instead.
+   * Headers every upstream request made for this caller carries, by the
+   * route's `--upstream-auth`: none of the caller's credentials and the
+   * verified principal instead (`strip`, the default), or its
+   * `Authorization` unchanged (`forward`; and `--auth none`, where the
+   * header is the trusted identity).
    */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
 }
 
 export interface Authenticator {
-  /** The caller, or throws an `AuthError` (401, 403 or 503 at the edge). */
-  authenticate(req: IncomingMessage): Promise<Caller>;
+  /** The caller on `route`, or throws an `AuthError` (400, 401, 403 or 503 at the edge). */
+  authenticate(req: IncomingMessage, route: string): Promise<Caller>;
 }
 
 /** `Bearer <token68>` (RFC 6750 section 2.1); the scheme is case-insensitive. */
@@ -43,27 +47,51 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
   if (config.mode === 'none') {
     const name = config.identityHeader;
     return {
-      authenticate(req) {
+      authenticate(req, route) {
+        refuseRepeated(req, name);
         const authorization = req.headers.authorization;
-        return Promise.resolve({ principal: principalDigest(header(req, name) ?? ''), upstreamHeaders: authorization === undefined ? {} : { authorization } });
+        return Promise.resolve({ principal: principalDigest(header(req, name) ?? ''), route, upstreamHeaders: authorization === undefined ? {} : { authorization } });
       },
     };
   }
   const verifier: TokenVerifier = config.mode === 'jwt' ? createJwtVerifier(config) : createIntrospectionVerifier(config);
-  const strip = config.upstreamAuth === 'strip';
   return {
-    async authenticate(req) {
+    async authenticate(req, route) {
+      refuseRepeated(req, 'authorization');
       const authorization = req.headers.authorization;
-      if (authorization === undefined || authorization === '') throw invalidToken('missing', 'the request has no access token (Authorization: Bearer <token>)');
+      if (authorization === undefined || authorization === '') throw noCredentials();
       const token = BEARER.exec(authorization)?.[1];
       if (token === undefined) throw invalidToken('malformed', 'the Authorization header is not of the form Bearer <token>');
       if (config.mode === 'jwt' && !COMPACT_JWS.test(token)) throw invalidToken('malformed', 'the access token is not a well-formed signed JWT (three base64url segments)');
       const identity: Identity = await verifier.verify(token);
+      // Each route is its own protected resource: a token minted for another
+      // route (same issuer, same gateway) is refused here, never forwarded.
+      const resource = config.resources[route];
+      if (resource === undefined || !identity.audiences.includes(resource)) {
+        throw invalidToken('audience', `the access token is not meant for this resource (its audience must include ${resource ?? 'this route\'s resource URI'})`);
+      }
       requireScopes(identity, config.scopes);
+      const forward = config.upstreamAuth[route] === 'forward';
       return {
         principal: identity.principal,
-        upstreamHeaders: strip ? { [TETHER_PRINCIPAL]: identity.principal, [TETHER_IDENTITY]: upstreamIdentity(identity) } : { authorization },
+        route,
+        upstreamHeaders: forward ? { authorization } : { [TETHER_PRINCIPAL]: identity.principal, [TETHER_IDENTITY]: upstreamIdentity(identity) },
       };
     },
   };
+}
+
+/**
+ * Two credential headers are refused (400): Node keeps the first, and a
+ * proxy in front that keeps the last would have authorized someone else.
+ * `rawHeaders` holds every line as sent, names in their original case.
+ */
+function refuseRepeated(req: IncomingMessage, name: string): void {
+  let seen = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length === name.length && raw[i]!.toLowerCase() === name && ++seen > 1) {
+      throw invalidRequest('repeated_header', `the request has more than one ${name} header`);
+    }
+  }
 }

@@ -12,6 +12,8 @@ export interface Identity {
   readonly expiresAtMs: number | undefined;
   /** `identityPrincipal(issuer, subject)`: what sessions and tasks are bound to. */
   readonly principal: string;
+  /** The token's `aud` values: which routes (resource URIs) it may be used on. */
+  readonly audiences: readonly string[];
 }
 
 /**
@@ -25,7 +27,13 @@ export function identityFrom(claims: Readonly<Record<string, unknown>>, issuer: 
     throw invalidToken('principal_claim', `the access token has no ${principalClaim} claim to identify its holder`);
   }
   const exp = claims.exp;
-  return { issuer, subject, scopes: scopesOf(claims), expiresAtMs: typeof exp === 'number' ? exp * 1000 : undefined, principal: identityPrincipal(issuer, subject) };
+  return { issuer, subject, scopes: scopesOf(claims), expiresAtMs: typeof exp === 'number' ? exp * 1000 : undefined, principal: identityPrincipal(issuer, subject), audiences: audiencesOf(claims) };
+}
+
+/** `aud`: one string or an array of them (RFC 7519 section 4.1.3). */
+export function audiencesOf(claims: Readonly<Record<string, unknown>>): string[] {
+  if (typeof claims.aud === 'string') return [claims.aud];
+  return Array.isArray(claims.aud) ? claims.aud.filter((a): a is string => typeof a === 'string') : [];
 }
 
 /** `scope` (RFC 9068, RFC 7662: space separated) or `scp` (an array, as some issuers write it). */

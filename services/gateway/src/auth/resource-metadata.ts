@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { DEFAULT_ROUTE } from './auth-config.js';
 import type { AuthConfig } from './auth-config.js';
 import { AuthErrorCode } from './auth-error.js';
 import type { AuthError } from './auth-error.js';
@@ -12,15 +13,15 @@ export const PRM_PREFIX = '/.well-known/oauth-protected-resource';
 const ISSUER_RETRY_AFTER_S = 2;
 
 /**
- * The protected resource metadata (RFC 9728) of every resource URI the
- * gateway answers for, and the challenges that point clients at it.
- *
- * Each `--auth-audience` URI's document is served at its well-known path
- * (`https://gw/mcp` → `/.well-known/oauth-protected-resource/mcp`), as the
- * RFC derives it, so its `resource` is the one the client's URL implies
- * (the SDK clients check that). The bare prefix serves the first. A 401 on
- * a route points at the document of the audience whose path is the route's,
- * else the first.
+ * The protected resource metadata (RFC 9728) of every route, and the
+ * challenges that point clients at it. Each route is its own protected
+ * resource: its document, at `/.well-known/oauth-protected-resource<route
+ * path>`, names the route's `--auth-audience` URI as its `resource`, and a
+ * 401 on the route points there. Where the URI's own path differs from the
+ * route's (a proxy in front rewrites paths), the document is served at the
+ * URI's well-known path too, as RFC 9728 section 3.1 derives it, unless
+ * that path is another route's. The bare prefix serves the default route's
+ * document (`/mcp`), else the first route's.
  */
 export interface ResourceMetadata {
   /** The document served at `path`, or undefined when `path` is not a metadata path. */
@@ -33,20 +34,25 @@ export function createResourceMetadata(config: AuthConfig): ResourceMetadata | u
   if (config.mode === 'none') return undefined;
   const documents = new Map<string, string>();
   const metadataUrls = new Map<string, string>();
-  for (const resource of config.audiences) {
-    const url = new URL(resource);
-    const path = url.pathname === '/' ? '' : url.pathname.replace(/\/$/, '');
+  const routes = Object.entries(config.resources);
+  for (const [route, resource] of routes) {
     const body = JSON.stringify({
       resource,
       authorization_servers: config.authorizationServers,
       ...(config.scopes.length === 0 ? {} : { scopes_supported: config.scopes }),
       bearer_methods_supported: ['header'],
     });
-    if (!documents.has(PRM_PREFIX + path)) documents.set(PRM_PREFIX + path, body);
-    metadataUrls.set(path, `${url.origin}${PRM_PREFIX}${path}`);
+    documents.set(PRM_PREFIX + wellKnownSuffix(route), body);
+    const url = new URL(resource);
+    metadataUrls.set(route, `${url.origin}${PRM_PREFIX}${wellKnownSuffix(url.pathname)}`);
   }
-  if (!documents.has(PRM_PREFIX)) documents.set(PRM_PREFIX, documents.values().next().value!);
-  const fallbackUrl = metadataUrls.values().next().value!;
+  // Second pass, so a route's own path always wins over another route's URI path.
+  for (const [route, resource] of routes) {
+    const uriPath = PRM_PREFIX + wellKnownSuffix(new URL(resource).pathname);
+    if (!documents.has(uriPath)) documents.set(uriPath, documents.get(PRM_PREFIX + wellKnownSuffix(route))!);
+  }
+  const defaultRoute = config.resources[DEFAULT_ROUTE] === undefined ? routes[0]![0] : DEFAULT_ROUTE;
+  if (!documents.has(PRM_PREFIX)) documents.set(PRM_PREFIX, documents.get(PRM_PREFIX + wellKnownSuffix(defaultRoute))!);
   const scope = config.scopes.join(' ');
   return {
     documentAt: (path) => documents.get(path),
@@ -54,8 +60,13 @@ export function createResourceMetadata(config: AuthConfig): ResourceMetadata | u
       if (err.code === AuthErrorCode.issuerUnavailable) {
         return { status: 503, code: GatewayErrorCode.unavailable, message: `Service Unavailable: ${err.description}; retry shortly`, data: { error: 'temporarily_unavailable' }, headers: { 'retry-after': String(ISSUER_RETRY_AFTER_S) } };
       }
-      const metadataUrl = metadataUrls.get(routePath) ?? fallbackUrl;
-      const params = [`error="${err.code}"`, `error_description="${quoted(err.description)}"`, `resource_metadata="${metadataUrl}"`];
+      if (err.code === AuthErrorCode.invalidRequest) {
+        return { status: 400, code: GatewayErrorCode.invalidRequest, message: `Bad Request: ${err.description}`, data: { error: err.code }, headers: { 'www-authenticate': `Bearer error="${err.code}", error_description="${quoted(err.description)}"` } };
+      }
+      const metadataUrl = metadataUrls.get(routePath) ?? metadataUrls.get(defaultRoute)!;
+      // RFC 6750 section 3.1: a request without credentials gets the challenge and no error code.
+      const params = err.reason === 'missing' ? [] : [`error="${err.code}"`, `error_description="${quoted(err.description)}"`];
+      params.push(`resource_metadata="${metadataUrl}"`);
       const scopes = err.code === AuthErrorCode.insufficientScope ? err.scopes.join(' ') : scope;
       if (scopes !== '') params.push(`scope="${scopes}"`);
       const forbidden = err.code === AuthErrorCode.insufficientScope;
@@ -68,6 +79,11 @@ export function createResourceMetadata(config: AuthConfig): ResourceMetadata | u
       };
     },
   };
+}
+
+/** A resource URI's path as RFC 9728 appends it to the well-known prefix: `/` is none, a trailing `/` dropped. */
+function wellKnownSuffix(pathname: string): string {
+  return pathname === '/' ? '' : pathname.replace(/\/$/, '');
 }
 
 /** Serves a metadata document (GET, HEAD; CORS open, as browser-based clients fetch it cross-origin). */

@@ -11,8 +11,7 @@ import type { Route } from '../config.js';
 import { fromLogError, GatewayErrorCode, replyError, replyRefusal, unknownSession } from '../http/reply.js';
 import type { Caller } from '../auth/authenticator.js';
 import { header } from '../http/request.js';
-import { callerHeaders } from '../upstream.js';
-import type { CallerHeaders } from '../upstream.js';
+import type { CallerCredentials } from '../auth/presented-credentials.js';
 import { ensureListener } from '../streams/standalone.js';
 import type { ListenerResult } from '../streams/standalone.js';
 import { takeOverIfOrphaned } from '../streams/takeover.js';
@@ -44,13 +43,13 @@ export async function handleGet(ctx: GatewayContext, route: Route, caller: Calle
     return replyError(res, { status: 429, code: GatewayErrorCode.transport, message: `too many open streams for this session (limit ${ctx.config.maxStreamsPerSession})` });
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
-  const upstreamHeaders = callerHeaders(caller, protocolVersion);
+  const credentials = ctx.credentials.of(caller, protocolVersion);
   const token = randomBytes(8).toString('hex');
   // A newer GET supersedes older ones, on every instance.
   ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
   let listener: ListenerResult;
   try {
-    listener = await ensureListener(ctx, session, upstreamHeaders);
+    listener = await ensureListener(ctx, session, credentials);
   } catch (err) {
     return replyError(res, fromLogError(err));
   }
@@ -79,7 +78,7 @@ export async function handleGet(ctx: GatewayContext, route: Route, caller: Calle
     priming: wantsPriming(protocolVersion),
     ...(head === undefined ? {} : { primeId: head.id }),
     token,
-    writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, upstreamHeaders)).writer },
+    writer: { current: listener.writer, recheck: async () => (await ensureListener(ctx, session, credentials)).writer },
     conn: ctx.audit.open(sessionId, { kind: AuditKind.get, stream: '0', status: 200, ...(head === undefined ? {} : { cursor: { stream: '0', seq: head.seq, pos: head.pos } }) }),
   });
 }
@@ -100,7 +99,7 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
       // per request it owed; this resume then delivers those (they follow
       // its cursor), and only a later one is refused `abandoned`.
       const protocolVersion = header(req, HttpHeader.protocolVersion) ?? result.session.meta[Meta.protocolVersion];
-      writer = await ensureWriter(ctx, result.session, result.stream, callerHeaders(caller, protocolVersion));
+      writer = await ensureWriter(ctx, result.session, result.stream, ctx.credentials.of(caller, protocolVersion));
     }
   } catch (err) {
     // Closed while we classified or took over: still a verdict on the cursor, not a bare 404.
@@ -134,7 +133,7 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
     return void res.end();
   }
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? accepted.session.meta[Meta.protocolVersion];
-  const upstreamHeaders = callerHeaders(caller, protocolVersion);
+  const credentials = ctx.credentials.of(caller, protocolVersion);
   // A resumed GET stream replaces whatever older GET of the session is still open.
   const token = randomBytes(8).toString('hex');
   if (accepted.stream === '0') ctx.log.publishControl({ type: 'superseded', sessionId, stream: '0', from: token });
@@ -154,7 +153,7 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
     resumeAck: { cursor: lastEventId, stream: accepted.stream, nextSeq: accepted.cursor.seq + 1 },
     writer: {
       current: writer,
-      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, upstreamHeaders),
+      recheck: () => ensureWriter(ctx, accepted.session, accepted.stream, credentials),
     },
     conn: ctx.audit.open(sessionId, { kind: AuditKind.resume, stream: accepted.stream, cursor, verdict: accepted.verdict, status: 200 }),
   });
@@ -170,7 +169,7 @@ function auditCursor(cursor: EventId | undefined): { cursor?: { stream: string; 
  * its writer is gone: the listener for stream `0`, a nested resume for a
  * POST stream. Returns the writer it then has, for the reader's watch.
  */
-async function ensureWriter(ctx: GatewayContext, session: SessionRecord, stream: string, upstreamHeaders: CallerHeaders): Promise<string | undefined> {
-  if (stream === '0') return (await ensureListener(ctx, session, upstreamHeaders)).writer;
-  return (await takeOverIfOrphaned(ctx, session, stream, upstreamHeaders)).writer;
+async function ensureWriter(ctx: GatewayContext, session: SessionRecord, stream: string, credentials: CallerCredentials): Promise<string | undefined> {
+  if (stream === '0') return (await ensureListener(ctx, session, credentials)).writer;
+  return (await takeOverIfOrphaned(ctx, session, stream, credentials)).writer;
 }

@@ -4,6 +4,7 @@ import type { GatewayContext } from '../context.js';
 import type { Route } from '../config.js';
 import { GatewayErrorCode, replyError } from '../http/reply.js';
 import type { ErrorReply } from '../http/reply.js';
+import { invalidToken } from '../auth/auth-error.js';
 import { callUpstream, forwardHeaders, UpstreamError } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
 
@@ -22,7 +23,12 @@ export async function passThrough(ctx: GatewayContext, route: Route, caller: Cal
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
-  res.writeHead(answer.status, endToEndHeaders(answer.headers));
+  const refused = upstreamRefusedCaller(ctx, route, answer.status);
+  if (refused !== undefined) {
+    await answer.cancel();
+    return replyError(res, refused);
+  }
+  res.writeHead(answer.status, endToEndHeaders(answer.headers, tokenAuth(ctx)));
   for await (const chunk of answer.body) {
     // The client went away: leaving the loop closes the body (and its upstream connection).
     if (!res.write(chunk) && !(await drained(res))) return;
@@ -33,13 +39,46 @@ export async function passThrough(ctx: GatewayContext, route: Route, caller: Cal
 /** Headers of one connection, not of the answer (Content-Length too: the pass-through streams chunked). */
 const HOP_BY_HOP = ['content-length', 'transfer-encoding', 'connection', 'keep-alive'];
 
-/** An upstream answer's headers as the gateway relays them: all but those of its connection. */
-export function endToEndHeaders(upstream: Readonly<Record<string, string | string[] | undefined>>): Record<string, string | string[]> {
+/**
+ * Upstream headers a gateway that verifies tokens never relays: the
+ * upstream's challenge would send the client to another authorization
+ * server (or to none), and its cookies would land on the gateway's origin,
+ * shared by every route behind it.
+ */
+const UPSTREAM_AUTH_HEADERS = ['www-authenticate', 'set-cookie'];
+
+/** True when the gateway verifies tokens itself (`--auth jwt|introspect`): it, not the upstream, speaks for the protected resource. */
+export const tokenAuth = (ctx: GatewayContext): boolean => ctx.config.auth.mode !== 'none';
+
+/** An upstream answer's headers as the gateway relays them: all but those of its connection (and, with `tokenAuth`, its challenge and cookies). */
+export function endToEndHeaders(upstream: Readonly<Record<string, string | string[] | undefined>>, tokenAuth: boolean): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(upstream)) {
-    if (value !== undefined && !HOP_BY_HOP.includes(name)) headers[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.includes(name) && !(tokenAuth && UPSTREAM_AUTH_HEADERS.includes(name))) headers[name] = value;
   }
   return headers;
+}
+
+/**
+ * An upstream's 401 when the gateway verifies tokens: the client's token
+ * was good here, so the upstream's challenge is not passed on (it may name
+ * another authorization server). With `--upstream-auth forward` the
+ * upstream validated the same token and refused it: the client gets this
+ * route's own challenge, and comes back with a fresh token from the right
+ * issuer. With `strip` the upstream got no token at all: no token the
+ * client could get would help, so it is the gateway's 502, naming the fix.
+ * Undefined when the answer passes as it came.
+ */
+export function upstreamRefusedCaller(ctx: GatewayContext, route: Pick<Route, 'path'>, status: number): ErrorReply | undefined {
+  if (status !== 401 || ctx.resourceMetadata === undefined || ctx.config.auth.mode === 'none') return undefined;
+  if (ctx.config.auth.upstreamAuth[route.path] === 'forward') {
+    return ctx.resourceMetadata.refusal(invalidToken('upstream_refused', 'the upstream refused the access token'), route.path);
+  }
+  return {
+    status: 502,
+    code: GatewayErrorCode.upstream,
+    message: `the upstream of route ${route.path} answered 401: with --upstream-auth strip it gets no token, only Tether-Principal and Tether-Identity; give --upstream-auth ${route.path}=forward if it validates the route's tokens itself`,
+  };
 }
 
 /** True once `res` can take writes again; false when it closed first (the client is gone). */

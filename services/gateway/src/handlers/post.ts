@@ -12,9 +12,9 @@ import type { JsonRpcMessage } from '../http/request.js';
 import { withMessageTrace } from '../http/tracing.js';
 import { closeUnusedStream, openPostStream, startPostStream } from '../streams/post-stream.js';
 import type { OpenedStream } from '../streams/post-stream.js';
-import { callerHeaders, callUpstream, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
+import { callUpstream, upstreamLabel, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
-import { passThrough, upstreamFailure } from './pass-through.js';
+import { passThrough, tokenAuth, upstreamFailure, upstreamRefusedCaller } from './pass-through.js';
 import { serveFromLog } from './serve-stream.js';
 import { isTaskEra, serveModern } from '../tasks/modern-post.js';
 
@@ -70,7 +70,7 @@ async function initialize(ctx: GatewayContext, route: Route, caller: Caller, req
   } catch (err) {
     return replyError(res, upstreamFailure(err));
   }
-  if (answer.status < 200 || answer.status > 299) return relay(res, answer, {});
+  if (answer.status < 200 || answer.status > 299) return relay(ctx, route, res, answer, {});
   const init = messages.find(isInitialize);
   const requested = (init?.params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
   let session: SessionRecord;
@@ -95,7 +95,7 @@ async function initialize(ctx: GatewayContext, route: Route, caller: Caller, req
     }
     return replyError(res, fromLogError(err));
   }
-  ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream }, 'session initialized');
+  ctx.logger.info({ sessionId: session.sessionId, route: route.path, upstream: upstreamLabel(upstream) }, 'session initialized');
   await answerFromUpstream(ctx, session, caller, req, res, answer, messages.filter(isRequest).map((m) => JSON.stringify(m.id)), abort, upstream, undefined, AuditKind.initialize);
 }
 
@@ -181,7 +181,7 @@ async function answerFromUpstream(
   if (!streamed) {
     unused();
     ctx.audit.record(session.sessionId, { kind, status: answer.status });
-    return relay(res, answer, ours);
+    return relay(ctx, { path: session.meta[Meta.route]! }, res, answer, ours);
   }
   if (ctx.local.deliveriesOf(session.sessionId) >= ctx.config.maxStreamsPerSession) {
     abort.abort();
@@ -191,7 +191,7 @@ async function answerFromUpstream(
   const protocolVersion = header(req, HttpHeader.protocolVersion) ?? session.meta[Meta.protocolVersion];
   let started: Awaited<ReturnType<typeof startPostStream>>;
   try {
-    started = await startPostStream(ctx, session, answer, requestIds, abort, callerHeaders(caller, protocolVersion), opened ?? openPostStream(ctx, session, requestIds));
+    started = await startPostStream(ctx, session, answer, requestIds, abort, ctx.credentials.of(caller, protocolVersion), opened ?? openPostStream(ctx, session, requestIds));
   } catch (err) {
     abort.abort();
     return replyError(res, fromLogError(err));
@@ -207,11 +207,21 @@ async function answerFromUpstream(
   });
 }
 
-/** Copies a non-stream upstream answer to the client, replacing the upstream's session id with ours. */
-async function relay(res: ServerResponse, answer: UpstreamAnswer, extra: Record<string, string>): Promise<void> {
+/**
+ * Copies a non-stream upstream answer to the client, replacing the
+ * upstream's session id with ours. With `--auth jwt|introspect` the
+ * upstream's challenge is not relayed, and its 401 becomes the route's own
+ * (`upstreamRefusedCaller`).
+ */
+async function relay(ctx: GatewayContext, route: Pick<Route, 'path'>, res: ServerResponse, answer: UpstreamAnswer, extra: Record<string, string>): Promise<void> {
+  const refused = upstreamRefusedCaller(ctx, route, answer.status);
+  if (refused !== undefined) {
+    await answer.cancel();
+    return replyError(res, refused);
+  }
   const headers: Record<string, string> = { ...extra };
   // Content-Encoding too: the body is the upstream's bytes, decoded by nobody here.
-  for (const name of ['content-type', 'content-encoding', HttpHeader.protocolVersion, 'www-authenticate', 'retry-after']) {
+  for (const name of ['content-type', 'content-encoding', HttpHeader.protocolVersion, ...(tokenAuth(ctx) ? [] : ['www-authenticate']), 'retry-after']) {
     const value = answer.header(name);
     if (value !== undefined) headers[name] = value;
   }

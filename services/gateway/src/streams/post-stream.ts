@@ -5,8 +5,9 @@ import { START_CURSOR } from '@tether/session-log';
 import type { AppendResult, FollowStats, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
-import { openUpstreamStream } from '../upstream-stream.js';
-import type { CallerHeaders, UpstreamAnswer } from '../upstream.js';
+import { openStreamAsCaller } from '../upstream-stream.js';
+import type { CallerCredentials } from '../auth/presented-credentials.js';
+import type { UpstreamAnswer } from '../upstream.js';
 import { pumpStream } from './pump.js';
 import type { PumpOutcome, StoredEvent } from './pump.js';
 import { AckedFeed } from './acked-feed.js';
@@ -69,7 +70,7 @@ export async function startPostStream(
   upstream: UpstreamAnswer,
   requestIds: readonly string[],
   abort: AbortController,
-  upstreamHeaders: CallerHeaders,
+  credentials: CallerCredentials,
   opened: OpenedStream = openPostStream(ctx, session, requestIds),
 ): Promise<{ stream: string; events: (signal: AbortSignal, stats: FollowStats) => AsyncIterable<LogEvent> }> {
   const { stream, payload } = opened;
@@ -78,7 +79,7 @@ export async function startPostStream(
   // The client's tap, opened before the prime is pushed: it starts at the stream's start.
   const tap = feed.tap();
   feed.stored({ kind: EventKind.prime, payload, result: prime, upstreamId: undefined, endReason: undefined });
-  runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, upstreamHeaders, feed);
+  runPump(ctx, session, stream, upstream.body ?? emptyBody(), new Set(requestIds), undefined, abort, credentials, feed);
   return { stream, events: (signal, stats) => tap.follow(ctx.log, START_CURSOR, signal, stats) };
 }
 
@@ -94,7 +95,7 @@ export function runPump(
   outstanding: Set<string>,
   lastUpstreamId: string | undefined,
   abort: AbortController,
-  upstreamHeaders: CallerHeaders,
+  credentials: CallerCredentials,
   feed?: AckedFeed,
 ): void {
   const { sessionId } = session;
@@ -114,7 +115,7 @@ export function runPump(
     outstanding,
     body,
     lastUpstreamId,
-    reopen: (upstreamId) => reopenUpstream(session, upstreamId, upstreamHeaders, abort.signal),
+    reopen: (upstreamId) => reopenUpstream(session, upstreamId, credentials, abort.signal),
     signal: abort.signal,
     maxEventBytes: ctx.config.maxEventBytes,
     endless: false,
@@ -155,13 +156,13 @@ export function releaseIfUnfinished(ctx: GatewayContext, sessionId: string, stre
 export async function reopenUpstream(
   session: SessionRecord,
   lastUpstreamId: string,
-  upstreamHeaders: CallerHeaders,
+  credentials: CallerCredentials,
   signal: AbortSignal,
 ): Promise<AsyncIterable<Uint8Array> | undefined> {
-  const headers: Record<string, string> = { ...upstreamHeaders, accept: 'text/event-stream', [HttpHeader.lastEventId]: lastUpstreamId };
+  const headers: Record<string, string> = { accept: 'text/event-stream', [HttpHeader.lastEventId]: lastUpstreamId };
   const upstreamSessionId = session.meta[Meta.upstreamSessionId];
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') headers[HttpHeader.sessionId] = upstreamSessionId;
-  const res = await openUpstreamStream(session.meta[Meta.upstream]!, headers, signal);
+  const res = await openStreamAsCaller(session.meta[Meta.upstream]!, headers, credentials, signal);
   if (res.status !== 200 || !res.eventStream) {
     res.close();
     return undefined;

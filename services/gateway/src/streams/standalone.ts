@@ -3,9 +3,9 @@ import { AuditKind } from '@tether/session-log';
 import type { Cursor, LogEvent, SessionRecord } from '@tether/session-log';
 import { Meta } from '../context.js';
 import type { GatewayContext } from '../context.js';
-import { openUpstreamStream } from '../upstream-stream.js';
+import { openStreamAsCaller } from '../upstream-stream.js';
 import type { UpstreamStream } from '../upstream-stream.js';
-import type { CallerHeaders } from '../upstream.js';
+import type { CallerCredentials } from '../auth/presented-credentials.js';
 import { AckedFeed } from './acked-feed.js';
 import { pumpStream } from './pump.js';
 import { releaseIfUnfinished, reopenUpstream } from './post-stream.js';
@@ -29,13 +29,13 @@ export interface ListenerResult {
  * another writer shows up in the log, or this instance drains. Readers on
  * every instance follow the log.
  */
-export function ensureListener(ctx: GatewayContext, session: SessionRecord, upstreamHeaders: CallerHeaders): Promise<ListenerResult> {
-  return once(inflight, `${ctx.writerId}.${session.sessionId}`, () => startListener(ctx, session, upstreamHeaders));
+export function ensureListener(ctx: GatewayContext, session: SessionRecord, credentials: CallerCredentials): Promise<ListenerResult> {
+  return once(inflight, `${ctx.writerId}.${session.sessionId}`, () => startListener(ctx, session, credentials));
 }
 
 const inflight = new Map<string, Promise<ListenerResult>>();
 
-async function startListener(ctx: GatewayContext, session: SessionRecord, upstreamHeaders: CallerHeaders): Promise<ListenerResult> {
+async function startListener(ctx: GatewayContext, session: SessionRecord, credentials: CallerCredentials): Promise<ListenerResult> {
   const { sessionId } = session;
   const found = await findWriter(ctx, sessionId, '0');
   if (found.kind === 'here') return { state: 'running_here', writer: ctx.writerId };
@@ -46,24 +46,24 @@ async function startListener(ctx: GatewayContext, session: SessionRecord, upstre
   if (claimed === undefined) return { state: 'running_elsewhere' };
   ctx.audit.record(sessionId, { kind: head?.writer === undefined ? AuditKind.claim : AuditKind.takeover, stream: '0', writer: ctx.writerId, ...(head?.writer === undefined ? {} : { from: head.writer }) });
   try {
-    return await listen(ctx, session, head, claimed.at, upstreamHeaders);
+    return await listen(ctx, session, head, claimed.at, credentials);
   } finally {
     claimed.release();
   }
 }
 
-async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEvent | undefined, claimedAt: Cursor, upstreamHeaders: CallerHeaders): Promise<ListenerResult> {
+async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEvent | undefined, claimedAt: Cursor, credentials: CallerCredentials): Promise<ListenerResult> {
   const { sessionId } = session;
   // A head with an upstream cursor means an earlier holder recorded this stream: we take over from it.
   if (head?.upstreamId !== undefined) ctx.metrics.leaseTakeovers.add(1, { stream: 'get' });
   const abort = new AbortController();
-  const headers: Record<string, string> = { ...upstreamHeaders, accept: 'text/event-stream' };
+  const headers: Record<string, string> = { accept: 'text/event-stream' };
   const upstreamSessionId = session.meta[Meta.upstreamSessionId];
   if (upstreamSessionId !== undefined && upstreamSessionId !== '') headers[HttpHeader.sessionId] = upstreamSessionId;
   if (head?.upstreamId !== undefined) headers[HttpHeader.lastEventId] = head.upstreamId;
   let answer: UpstreamStream;
   try {
-    answer = await openUpstreamStream(session.meta[Meta.upstream]!, headers, abort.signal, ctx.metrics.upstreamErrors);
+    answer = await openStreamAsCaller(session.meta[Meta.upstream]!, headers, credentials, abort.signal, ctx.metrics.upstreamErrors);
   } catch {
     return { state: 'failed' };
   }
@@ -87,7 +87,7 @@ async function listen(ctx: GatewayContext, session: SessionRecord, head: LogEven
     outstanding: new Set(),
     body: answer.body,
     lastUpstreamId: head?.upstreamId,
-    reopen: (upstreamId) => reopenUpstream(session, upstreamId, upstreamHeaders, abort.signal),
+    reopen: (upstreamId) => reopenUpstream(session, upstreamId, credentials, abort.signal),
     signal: abort.signal,
     maxEventBytes: ctx.config.maxEventBytes,
     endless: true,

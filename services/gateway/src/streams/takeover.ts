@@ -1,7 +1,7 @@
 import { AuditKind, isSessionLogError } from '@tether/session-log';
 import type { SessionRecord } from '@tether/session-log';
 import type { GatewayContext } from '../context.js';
-import type { CallerHeaders } from '../upstream.js';
+import type { CallerCredentials } from '../auth/presented-credentials.js';
 import { reopenUpstream, runPump } from './post-stream.js';
 import { responseIds } from './pump.js';
 import type { StreamOpening } from './post-stream.js';
@@ -26,13 +26,13 @@ export interface TakeoverResult {
  * owed. A stream whose responses are all recorded is ended `complete`
  * without asking the upstream.
  */
-export function takeOverIfOrphaned(ctx: GatewayContext, session: SessionRecord, stream: string, upstreamHeaders: CallerHeaders): Promise<TakeoverResult> {
-  return once(inflight, `${ctx.writerId}.${session.sessionId}.${stream}`, () => takeOver(ctx, session, stream, upstreamHeaders));
+export function takeOverIfOrphaned(ctx: GatewayContext, session: SessionRecord, stream: string, credentials: CallerCredentials): Promise<TakeoverResult> {
+  return once(inflight, `${ctx.writerId}.${session.sessionId}.${stream}`, () => takeOver(ctx, session, stream, credentials));
 }
 
 const inflight = new Map<string, Promise<TakeoverResult>>();
 
-async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: string, upstreamHeaders: CallerHeaders): Promise<TakeoverResult> {
+async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: string, credentials: CallerCredentials): Promise<TakeoverResult> {
   const { sessionId } = session;
   const found = await findWriter(ctx, sessionId, stream);
   if (found.kind === 'here') return { outcome: 'writer_alive', writer: ctx.writerId };
@@ -60,12 +60,12 @@ async function takeOver(ctx: GatewayContext, session: SessionRecord, stream: str
   const abort = new AbortController();
   let body: AsyncIterable<Uint8Array> | undefined;
   try {
-    body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, upstreamHeaders, abort.signal).catch(() => undefined);
+    body = head.upstreamId === undefined ? undefined : await reopenUpstream(session, head.upstreamId, credentials, abort.signal).catch(() => undefined);
     ctx.logger.info({ sessionId, stream, from: head.upstreamId ?? null, resumed: body !== undefined }, 'took over an orphaned stream');
     ctx.audit.record(sessionId, { kind: AuditKind.takeover, stream, writer: ctx.writerId, ...(head.writer === undefined ? {} : { from: head.writer }), reason: body === undefined ? 'abandoned' : 'resumed_upstream' });
     // With no body the pump records the explicit abandonment and returns;
     // wait for it then, so the resume that got us here sees the verdict.
-    runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, upstreamHeaders);
+    runPump(ctx, session, stream, body ?? noMore(), outstanding, head.upstreamId, abort, credentials);
   } finally {
     claimed.release();
   }

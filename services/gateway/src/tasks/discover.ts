@@ -3,7 +3,7 @@ import { SseParser } from '@tether/protocol';
 import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
-import { endToEndHeaders, upstreamFailure } from '../handlers/pass-through.js';
+import { endToEndHeaders, tokenAuth, upstreamFailure } from '../handlers/pass-through.js';
 import { replyError } from '../http/reply.js';
 import { callUpstream, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
@@ -25,7 +25,7 @@ export async function handleDiscover(ctx: GatewayContext, route: Route, caller: 
   const bytes = await answer.bytes();
   const readable = answer.status === 200 && isIdentity(answer);
   const out = !readable ? bytes : isEventStream(answer) ? withExtensionInEvents(bytes) : (withExtension(bytes.toString('utf8')) ?? bytes);
-  const headers = endToEndHeaders(answer.headers);
+  const headers = endToEndHeaders(answer.headers, tokenAuth(ctx));
   headers['content-length'] = String(Buffer.byteLength(out));
   res.writeHead(answer.status, headers);
   res.end(out);

@@ -8,7 +8,7 @@ import type { GatewayContext } from '../context.js';
 import { passThrough, upstreamFailure } from '../handlers/pass-through.js';
 import { fromLogError, replyError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { callerHeaders, callUpstream, forwardHeaders, isEventStream } from '../upstream.js';
+import { callUpstream, forwardHeaders, isEventStream } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { replyRpcError } from './rpc-reply.js';
@@ -141,12 +141,13 @@ export async function handleListen(ctx: GatewayContext, tasks: EdgeTasks, route:
   for (const taskId of accepted) deliver(latest.get(taskId)!);
   write = deliver;
   for (const stored of pending) deliver(stored);
-  const asCaller = callerHeaders(caller, undefined);
+  // Runner checks go on for as long as the listen lasts: each takes the caller's newest credentials.
+  const asCaller = ctx.credentials.of(caller, undefined);
   if (closed) return;
   runnerCheck = setInterval(() => {
     for (const taskId of live) {
       const stored = latest.get(taskId);
-      if (stored !== undefined && stored.record.status === 'working') void tasks.checkRunner(stored, asCaller, route.upstreams[0]!).catch(() => undefined);
+      if (stored !== undefined && stored.record.status === 'working') void tasks.checkRunner(stored, asCaller.current(), route.upstreams[0]!).catch(() => undefined);
     }
   }, RUNNER_CHECK_MS);
   runnerCheck.unref();

@@ -6,7 +6,6 @@ import type { GatewayContext } from '../context.js';
 import { fromLogError } from '../http/reply.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { callerHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
 import { declaresTasks, EMPTY_ACK, getTaskResult, missingTasksCapability, objectAt, RpcCode, taskExpired, TaskMethod, taskNotFound } from './wire.js';
@@ -40,7 +39,8 @@ export async function handleTaskMethod(ctx: GatewayContext, tasks: EdgeTasks, ro
     if (found.t === 'absent') return replyRpcError(res, message.id, taskNotFound());
     if (found.t === 'expired') return replyRpcError(res, message.id, taskExpired());
     const upstreamUrl = route.upstreams[0]!;
-    const asCaller = callerHeaders(caller, undefined);
+    // The request's own credentials: it is the caller's newest, and the calls below happen now.
+    const asCaller = caller.upstreamHeaders;
     switch (method) {
       case TaskMethod.get: {
         const current = await tasks.checkRunner(found.stored, asCaller, upstreamUrl);

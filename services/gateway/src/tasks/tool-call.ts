@@ -7,7 +7,7 @@ import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { endToEndHeaders, passThrough } from '../handlers/pass-through.js';
+import { endToEndHeaders, passThrough, tokenAuth } from '../handlers/pass-through.js';
 import { GatewayErrorCode, replyError } from '../http/reply.js';
 import { copyParamHeaders, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
@@ -43,7 +43,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();
   const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
-  if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw());
+  if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw(), tokenAuth(ctx));
 
   const now = Date.now();
   const record: TaskRecord = {
@@ -73,7 +73,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
     if (isSessionLogError(err, SessionLogErrorCode.payloadTooLarge)) {
       // Arguments too large for a task record: the call goes on as a plain call, and its answer comes back here when it comes.
       ctx.logger.info({ tool }, 'a call too large for a task record runs untasked');
-      return answerWhenDone(res, message.id, await call.outcome, call.raw());
+      return answerWhenDone(res, message.id, await call.outcome, call.raw(), tokenAuth(ctx));
     }
     call.abort('the task could not be stored');
     ctx.logger.warn({ err: String(err) }, 'task store unavailable: a call that would have become a task was refused');
@@ -87,17 +87,17 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
 }
 
 /** A call that did not become a task: the upstream's answer byte for byte when it was kept, else re-encoded. */
-function answerWhenDone(res: ServerResponse, id: unknown, outcome: CallOutcome, raw: RawAnswer | undefined): void {
+function answerWhenDone(res: ServerResponse, id: unknown, outcome: CallOutcome, raw: RawAnswer | undefined, tokenAuth: boolean): void {
   if (outcome.kind === 'lost') return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: outcome.reason });
-  if (raw !== undefined) return passBack(res, raw);
+  if (raw !== undefined) return passBack(res, raw, tokenAuth);
   // Too large to have kept byte for byte (over 4 MiB): the answer, re-encoded.
   if (outcome.kind === 'answer') return outcome.answer.error === undefined ? replyResult(res, id, outcome.answer.result) : replyRpcError(res, id, outcome.answer.error as unknown as RpcError);
   return replyError(res, { status: 502, code: GatewayErrorCode.upstream, message: `the upstream answered HTTP ${outcome.status} with a body too large to pass back` });
 }
 
 /** The upstream's answer as it came: status, headers (less those of its connection), bytes. */
-function passBack(res: ServerResponse, raw: RawAnswer): void {
-  res.writeHead(raw.status, endToEndHeaders(raw.headers));
+function passBack(res: ServerResponse, raw: RawAnswer, tokenAuth: boolean): void {
+  res.writeHead(raw.status, endToEndHeaders(raw.headers, tokenAuth));
   for (const chunk of raw.chunks) res.write(chunk);
   res.end();
 }
