@@ -36,13 +36,15 @@ export interface JwtVerifierOptions {
 /**
  * The SDK's `OAuthTokenVerifier` for JWT access tokens (RFC 9068), on
  * `jose`: signature against the issuer's JWKS (`RS256`, `ES256`, `EdDSA`),
- * `iss` exactly, `aud` naming this server's resource URI, `exp` required,
- * 30 s of clock tolerance.
+ * `iss` exactly, `aud` naming this server's resource URI, `exp` and `sub`
+ * required (RFC 9068 §2.2), 30 s of clock tolerance.
  *
  * The `AuthInfo` names the caller in `extra` (`iss`, `sub`, `client_id`),
  * which is what `createSessionRouter` binds sessions to: a refreshed token of
- * the same subject is the same principal. `clientId` is the `client_id`
- * claim (RFC 9068 §2.2), else `azp`, else `''`.
+ * the same subject is the same principal. A client-credentials token's `sub`
+ * is its client id (RFC 9068 §2.2). `clientId` is the `client_id` claim,
+ * else `azp`, else `''`; it is never the principal (a public client's id is
+ * every user's of an app).
  *
  * @throws InvalidTokenError (401) for anything wrong with the token; the
  *   message never quotes the token or a claim's value
@@ -69,7 +71,8 @@ export function createJwtVerifier(options: JwtVerifierOptions): OAuthTokenVerifi
           audience: options.audience,
           algorithms: [...JWT_ALGORITHMS],
           clockTolerance: CLOCK_TOLERANCE_S,
-          requiredClaims: ['exp'],
+          // RFC 9068 §2.2 requires sub; without it the router would have no principal (it never falls back to the client id).
+          requiredClaims: ['exp', 'sub'],
         }));
       } catch (err) {
         throw tokenError(err);
@@ -81,7 +84,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): OAuthTokenVerifi
         scopes: scopesOf(payload),
         expiresAt: payload.exp!,
         resource,
-        extra: { iss: payload.iss, ...(payload.sub === undefined ? {} : { sub: payload.sub }), ...(clientId === '' ? {} : { client_id: clientId }) },
+        extra: { iss: payload.iss, sub: payload.sub, ...(clientId === '' ? {} : { client_id: clientId }) },
       };
     },
   };

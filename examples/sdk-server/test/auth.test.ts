@@ -58,7 +58,8 @@ afterAll(async () => {
 });
 
 interface TokenOptions {
-  sub?: string;
+  /** null: no `sub` claim. */
+  sub?: string | null;
   iss?: string;
   aud?: string;
   scope?: string;
@@ -73,8 +74,9 @@ async function sign(options: TokenOptions = {}): Promise<string> {
   const jwt = new SignJWT({ client_id: options.clientId ?? 'client-a', ...(options.scope === undefined ? {} : { scope: options.scope }) })
     .setProtectedHeader({ alg: 'ES256', kid: options.kid ?? 'k1', typ: 'at+jwt' })
     .setIssuer(options.iss ?? ISSUER)
-    .setAudience(options.aud ?? AUDIENCE)
-    .setSubject(options.sub ?? 'alice')
+    .setAudience(options.aud ?? AUDIENCE);
+  if (options.sub !== null) jwt.setSubject(options.sub ?? 'alice');
+  jwt
     .setIssuedAt(now)
     .setExpirationTime(now + (options.expiresIn ?? 300))
     .setJti(crypto.randomUUID());
@@ -100,6 +102,8 @@ describe('createJwtVerifier', () => {
   it.each<[string, () => Promise<string>, RegExp]>([
     ['another issuer', () => sign({ iss: 'https://evil.example.test' }), /iss claim is invalid/],
     ['another audience', () => sign({ aud: 'https://other.example.test/mcp' }), /aud claim is invalid/],
+    // Required by RFC 9068 §2.2; the client id in its place would make every user of a public client one principal.
+    ['no sub', () => sign({ sub: null }), /sub claim is invalid/],
     ['an unknown key id', () => sign({ kid: 'k2' }), /key the issuer does not publish/],
     ['a forged signature', async () => sign({ signWith: (await generateKeyPair('ES256')).privateKey }), /signature does not verify/],
     ['HS256', () => new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuer(ISSUER).setAudience(AUDIENCE).setSubject('alice').setExpirationTime('5m').sign(new TextEncoder().encode('x'.repeat(32))), /algorithm is not accepted/],

@@ -14,7 +14,7 @@ export const TetherSdkErrorCode = {
   sessionNotRebuildable: 'session_not_rebuildable',
   /** Asked of the SDK's own resume path what it cannot serve: a GET stream never ends, and the SDK answers a replay only once it did. */
   unsupported: 'unsupported',
-  /** A verified token (`authInfo`) names neither a subject nor a client: the server's verifier must say who the caller is. */
+  /** A verified token (`authInfo`) names no subject (`extra.sub`; with `clientPrincipalOf`, no `clientId`): the server's verifier must say who the caller is. */
   noIdentity: 'no_identity',
 } as const;
 export type TetherSdkErrorCode = (typeof TetherSdkErrorCode)[keyof typeof TetherSdkErrorCode];

@@ -11,6 +11,7 @@ import { TetherSdkError, TetherSdkErrorCode } from './errors.js';
 export interface SdkAuthInfo {
   /** The access token. Passed on to the SDK transport; never stored or logged by Tether. */
   readonly token: string;
+  /** Not a principal by default (`identityOfAuthInfo`); it is one with `clientPrincipalOf`. */
   readonly clientId: string;
   readonly scopes: readonly string[];
   /** Seconds since the epoch. */
@@ -41,26 +42,55 @@ export type SdkPrincipalSource = string | SdkIdentity;
  * - issuer: `authInfo.extra.iss` when it is a non-empty string, else `''`
  *   (fine for a server that trusts one issuer; with several, put `iss` in
  *   `extra`, or two issuers' equal subjects are one principal);
- * - subject: `authInfo.extra.sub` when it is a non-empty string, else
- *   `authInfo.clientId`. That is what RFC 9068 §2.2 puts in `sub` when no
- *   resource owner is involved (client credentials), and what a verifier
- *   that exposes no subject (the SDK's demo and introspection examples)
- *   gives. Caution: every user of one client id is then one principal,
- *   sharing sessions and durable tasks. With a client id shared by many
- *   users (a Client ID Metadata Document URL, a pre-registered public
- *   client), the verifier must put the user's `sub` in `extra`.
+ * - subject: `authInfo.extra.sub`, a non-empty string, or no identity at
+ *   all. Never the client id: a public client or a Client ID Metadata
+ *   Document URL is shared by every user of an app, and all of them would be
+ *   one principal, sharing sessions and durable tasks. A client-credentials
+ *   token needs no exception: RFC 9068 §2.2 puts the client id in its `sub`.
+ *   To bind sessions to clients on purpose, pass `clientPrincipalOf`.
  *
- * @throws TetherSdkError `no_identity` when the token names neither a
- *   subject nor a client: no principal can be told apart, so nothing is
- *   bound (the router answers 500, a fault of the server's verifier).
+ * @throws TetherSdkError `no_identity` when there is no `extra.sub` (the
+ *   SDK's demo and introspection verifiers give none): nothing is bound, and
+ *   the router answers 500, a fault of the server's verifier.
  */
 export function identityOfAuthInfo(authInfo: SdkAuthInfo): SdkIdentity {
-  const issuer = nonEmpty(authInfo.extra?.['iss']) ?? '';
-  const subject = nonEmpty(authInfo.extra?.['sub']) ?? nonEmpty(authInfo.clientId);
+  const subject = nonEmpty(authInfo.extra?.['sub']);
   if (subject === undefined) {
-    throw new TetherSdkError(TetherSdkErrorCode.noIdentity, 'the verified token names no subject (authInfo.extra.sub) and no client (authInfo.clientId): the caller cannot be told apart from others');
+    throw new TetherSdkError(
+      TetherSdkErrorCode.noIdentity,
+      "the verified token names no subject (authInfo.extra.sub): the server's token verifier must put the token's sub in authInfo.extra (or the server must choose client principals, principalOf: clientPrincipalOf)",
+    );
   }
-  return { issuer, subject };
+  return { issuer: issuerOf(authInfo), subject };
+}
+
+/**
+ * A `principalOf` that binds sessions and durable tasks to the **client**,
+ * not to the user: with `authInfo`, the identity `{ issuer: extra.iss or '',
+ * subject: authInfo.clientId }`, whatever `extra.sub` says; without, the
+ * router's default (the `Authorization` value as a credential, or '').
+ * Opt in with `createSessionRouter({ ..., principalOf: clientPrincipalOf })`.
+ *
+ * Caution: every token of one client id is then one principal. Use it only
+ * when each client id belongs to one party (confidential clients acting for
+ * themselves). A public client, a pre-registered client shared by an app's
+ * users, or a Client ID Metadata Document URL would let every user of that
+ * app read and continue the others' sessions and tasks.
+ *
+ * A client's principal is the identity a client-credentials token of that
+ * client has by default (RFC 9068 §2.2: `sub` is the client id), so both
+ * modes agree on a client acting for itself.
+ *
+ * @throws TetherSdkError `no_identity` when `authInfo.clientId` is empty
+ *   (answered 500 by the router).
+ */
+export function clientPrincipalOf(request: Request, authInfo: SdkAuthInfo | undefined): SdkPrincipalSource {
+  if (authInfo === undefined) return credentialOf(request);
+  const subject = nonEmpty(authInfo.clientId);
+  if (subject === undefined) {
+    throw new TetherSdkError(TetherSdkErrorCode.noIdentity, "the verified token names no client (authInfo.clientId), and the server binds sessions to clients (principalOf: clientPrincipalOf): the server's token verifier must set clientId");
+  }
+  return { issuer: issuerOf(authInfo), subject };
 }
 
 /** The principal digest a session is bound to: a credential's digest, or an identity's. The token itself never reaches it. */
@@ -68,9 +98,17 @@ export function principalOfSource(source: SdkPrincipalSource): string {
   return typeof source === 'string' ? principalDigest(source) : identityPrincipal(source.issuer, source.subject);
 }
 
-/** The router's default `principalOf`: the verified identity when there is one, else the `Authorization` value (or '': anonymous). */
+/** The router's default `principalOf`: the verified identity (its `sub`) when there is a token, else the `Authorization` value (or '': anonymous). */
 export function defaultPrincipalOf(request: Request, authInfo: SdkAuthInfo | undefined): SdkPrincipalSource {
-  return authInfo === undefined ? (request.headers.get('authorization') ?? '') : identityOfAuthInfo(authInfo);
+  return authInfo === undefined ? credentialOf(request) : identityOfAuthInfo(authInfo);
+}
+
+function credentialOf(request: Request): string {
+  return request.headers.get('authorization') ?? '';
+}
+
+function issuerOf(authInfo: SdkAuthInfo): string {
+  return nonEmpty(authInfo.extra?.['iss']) ?? '';
 }
 
 function nonEmpty(value: unknown): string | undefined {

@@ -1,7 +1,7 @@
 // @tether/sdk: Tether inside official-SDK MCP servers: sessions served by any instance, the EventStore they write through, durable tasks, a NATS event bus for SDK v2 listen streams.
 export { createSessionRouter } from './session-router.js';
 export type { SessionRouter, SessionRouterFetchOptions, SessionRouterOptions } from './session-router.js';
-export { identityOfAuthInfo } from './identity.js';
+export { clientPrincipalOf, identityOfAuthInfo } from './identity.js';
 export type { SdkAuthInfo, SdkIdentity, SdkPrincipalSource } from './identity.js';
 export type { SdkEventStore, SdkServer, SdkSessionInfo, SdkTransport, SdkTransportClass, SdkTransportOptions } from './session-host.js';
 export { TetherEventStore } from './event-store.js';

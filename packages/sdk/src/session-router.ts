@@ -42,10 +42,16 @@ export interface SessionRouterOptions {
    *   here is lost at its first refresh.
    *
    * Default: with `authInfo`, its identity (`identityOfAuthInfo`: `extra.iss`
-   * and `extra.sub`, else the client id; never the token); without, the
-   * `Authorization` header as a credential, or '' (anonymous callers share
-   * one principal). A `principalOf(request)` of one argument returning a
-   * string works as before.
+   * and `extra.sub`; never the token, never the client id); a token without
+   * `extra.sub` is refused with 500 (`no_identity`: the verifier must give
+   * the subject), nothing bound. Without `authInfo`, the `Authorization`
+   * header as a credential, or '' (anonymous callers share one principal).
+   * A `principalOf(request)` of one argument returning a string works as
+   * before.
+   *
+   * `clientPrincipalOf` binds to the client instead (every token of one
+   * client id is one principal): only for client ids that belong to one
+   * party, never a public client's or a Client ID Metadata Document URL.
    */
   readonly principalOf?: (request: Request, authInfo: SdkAuthInfo | undefined) => SdkPrincipalSource | Promise<SdkPrincipalSource>;
   /** This process's writer identity. Default: one created for the router (and dropped by `close()`). */

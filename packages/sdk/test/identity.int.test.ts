@@ -1,13 +1,13 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { McpServer as McpServerV1 } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { McpServer as McpServerV2 } from '@modelcontextprotocol/server';
 import { identityPrincipal, principalDigest, SessionLog } from '@tether/session-log';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
-import { createSessionRouter, identityOfAuthInfo, isTetherSdkError } from '@tether/sdk';
+import { clientPrincipalOf, createSessionRouter } from '@tether/sdk';
 import type { SdkAuthInfo, SdkServer, SessionRouter, SessionRouterOptions } from '@tether/sdk';
 import { isolatedNames, transportClass } from './router-fixtures.js';
 import type { SdkMajor } from './router-fixtures.js';
@@ -186,13 +186,27 @@ describe.each(['v1', 'v2'] as const)('SDK %s: the principal is the identity, not
     expect(other.status).toBe(404);
   });
 
-  it('a verifier that names neither a subject nor a client is a server fault (500), never a shared principal', async () => {
-    const nobody: SdkAuthInfo = { token: 'token-n', clientId: '', scopes: [] };
-    const res = await b.router.fetch(post(URL_B, initialize), { authInfo: nobody });
+  it("a token without sub (only a client id, as the SDK's demo verifier gives) is a server fault (500), and no session is created", async () => {
+    // Every user of a public client (here a Client ID Metadata Document URL) carries this client id: binding to it would pool them.
+    const clientOnly = (token: string): SdkAuthInfo => ({ token, clientId: 'https://app.example.test/client.json', scopes: ['mcp'], extra: { iss: ISSUER } });
+    const created = vi.spyOn(b.log, 'createSession');
+    try {
+      const res = await b.router.fetch(post(URL_B, initialize), { authInfo: clientOnly('token-n') });
+      expect(res.status).toBe(500);
+      expect(res.headers.get('mcp-session-id')).toBeNull();
+      const body = await res.text();
+      expect(body).toContain('authInfo.extra.sub');
+      expect(body).toContain('clientPrincipalOf');
+      expect(body).not.toContain('token-n');
+      expect(created).not.toHaveBeenCalled();
+    } finally {
+      created.mockRestore();
+    }
+    // Nor can such a token reach a user's session: refused before any lookup.
+    const sessionId = await open(urlA, 'token-1');
+    const res = await b.router.fetch(post(URL_B, whoami(7), { 'mcp-session-id': sessionId }), { authInfo: clientOnly('token-o') });
     expect(res.status).toBe(500);
-    const body = await res.text();
-    expect(body).toMatch(/names no subject/);
-    expect(body).not.toContain('token-n');
+    await res.text();
   });
 });
 
@@ -228,22 +242,23 @@ describe('principalOf', () => {
   });
 });
 
-describe('identityOfAuthInfo', () => {
-  const base = { token: 'secret', clientId: 'client-a', scopes: [] };
-  it('is iss and sub from extra; the client id when there is no sub (RFC 9068 §2.2); no issuer is the empty one', () => {
-    expect(identityOfAuthInfo({ ...base, extra: { iss: ISSUER, sub: 'alice' } })).toEqual({ issuer: ISSUER, subject: 'alice' });
-    expect(identityOfAuthInfo({ ...base, extra: { iss: ISSUER } })).toEqual({ issuer: ISSUER, subject: 'client-a' });
-    expect(identityOfAuthInfo(base)).toEqual({ issuer: '', subject: 'client-a' });
-    expect(identityOfAuthInfo({ ...base, extra: { iss: 7, sub: '' } })).toEqual({ issuer: '', subject: 'client-a' });
-  });
-  it('refuses a token that names nobody (no_identity), without the token in the message', () => {
-    let thrown: unknown;
-    try {
-      identityOfAuthInfo({ ...base, clientId: '' });
-    } catch (err) {
-      thrown = err;
-    }
-    expect(isTetherSdkError(thrown, 'no_identity')).toBe(true);
-    expect(String((thrown as Error).message)).not.toContain('secret');
+describe.each(['v1', 'v2'] as const)('SDK %s, principalOf: clientPrincipalOf (chosen explicitly)', (major) => {
+  it("binds to the client: two users' tokens of one client share a principal, another client's is a stranger", async () => {
+    const names = isolatedNames();
+    const a = await startInstance(major, names, { principalOf: clientPrincipalOf });
+    const b = await startInstance(major, names, { principalOf: clientPrincipalOf });
+    const res = await a.router.fetch(post(URL_B, initialize), { authInfo: tokenOf('token-u1', 'ursula', { clientId: 'client-svc' }) });
+    expect(res.status).toBe(200);
+    await res.text();
+    const sessionId = res.headers.get('mcp-session-id')!;
+    expect((await b.log.getSession(sessionId))?.principal).toBe(identityPrincipal(ISSUER, 'client-svc'));
+    // Another subject of the same client, on another instance: the same principal, by choice.
+    const same = await b.router.fetch(post(URL_B, whoami(1), { 'mcp-session-id': sessionId }), { authInfo: tokenOf('token-v1', 'victor', { clientId: 'client-svc' }) });
+    expect(same.status).toBe(200);
+    expect(textOf(await messageOf(same, 1))).toBe('victor with token-v1');
+    // The same subject through another client is not.
+    const other = await b.router.fetch(post(URL_B, whoami(2), { 'mcp-session-id': sessionId }), { authInfo: tokenOf('token-u2', 'ursula', { clientId: 'client-other' }) });
+    expect(other.status).toBe(404);
+    await other.text();
   });
 });
