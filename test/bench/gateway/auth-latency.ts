@@ -76,7 +76,7 @@ export async function startJwtGateways(stack: BenchStack, nodeArgs: readonly str
     await issuer.close();
   };
   try {
-    const auth = ['--auth', 'jwt', '--auth-issuer', issuer.issuer, '--auth-audience', `${url.sse},${url.json}`, '--auth-jwks-url', issuer.jwksUri];
+    const auth = ['--auth', 'jwt', '--auth-issuer', issuer.issuer, '--auth-audience', url.sse, '--auth-audience', `/json=${url.json}`, '--auth-jwks-url', issuer.jwksUri];
     // Started in the order plain, jwt, plain: the two plain ones bracket the jwt one (start order can matter on two cores).
     const start = async (name: string, extra: { port?: number; args: readonly string[] }): Promise<GatewayProcess> => {
       const g = await stack.startGateway({ name, nodeArgs, ...extra });
