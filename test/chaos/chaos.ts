@@ -17,7 +17,7 @@ import type { CheckResult, Violation } from './checker.js';
 import type { WriterScan } from './writers.js';
 import { defaultLoad, GATEWAY_TARGET, SDK_EXAMPLE_TARGET } from './client-context.js';
 import type { ClientContext, LoadShape, RouteName, TargetShape } from './client-context.js';
-import { DEFAULT_SELECTION, planFaults, runFaults } from './faults.js';
+import { DEFAULT_SELECTION, firstPassPending, planFaults, runFaults } from './faults.js';
 import type { FaultRecord, FaultSelection } from './faults.js';
 import { startLogTap } from './log-tap.js';
 import { absentReadAt, isPurged, powerLossReport, unheldGone } from './power-loss.js';
@@ -40,6 +40,9 @@ import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
 import { bump, digest, sleep } from './util.js';
 
+/** How long the load goes on after the last first-pass fault ended, so its effects meet traffic. */
+const EXTEND_MARGIN_MS = 3_000;
+
 export interface ChaosOptions {
   readonly durationMs: number;
   /** Clients in all: every third is an SDK client with the resume guard, the rest raw SSE clients. */
@@ -50,6 +53,12 @@ export interface ChaosOptions {
   readonly settleMs?: number;
   /** Mean gap between faults after the first pass. Default 4 s. */
   readonly meanFaultGapMs?: number;
+  /**
+   * How much longer than `durationMs` the load may go on while a fault of
+   * the first pass has not fired yet (queued behind a slow one on its
+   * component). Default twice the duration.
+   */
+  readonly maxExtensionMs?: number;
   /** Longest the readPage cross-check may take. Default 30 s. */
   readonly readPageBudgetMs?: number;
   readonly gatewayLogDir?: string;
@@ -98,6 +107,8 @@ export interface ChaosReport {
   readonly config: StackConfig & { readonly faults: FaultSelection };
   readonly seed: number;
   readonly durationMs: number;
+  /** How long the load went on past `durationMs` for the first pass's faults to fire (0: none needed it). */
+  readonly extendedMs: number;
   readonly wallMs: number;
   readonly clients: { readonly raw: number; readonly sdk: number };
   readonly machine: Readonly<Record<string, string | number>>;
@@ -185,6 +196,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const faultStop = new AbortController();
   try {
     const t0 = Date.now();
+    let extendedMs = 0;
     const settleMs = options.settleMs ?? 20_000;
     const ctx: ClientContext = {
       baseUrl: stack.baseUrl,
@@ -213,21 +225,42 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const plan = planFaults(rng.fork(1_000_003), Math.min(options.durationMs * 0.1, 15_000), options.durationMs - quiet, options.meanFaultGapMs ?? 4_000, selection);
     say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed}; kinds ${selection.map((s) => `${s.kind}=${s.weight}`).join(', ')})`);
     await taskPart?.begin(stack, namespace, ctx.stopAt, rng);
-    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap, ...(taskPart === undefined ? {} : { taskRunner: taskPart.runnerToKill }) }, t0, faultStop.signal);
+    const liveFaults: FaultRecord[] = [];
+    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap, ...(taskPart === undefined ? {} : { taskRunner: taskPart.runnerToKill }) }, t0, faultStop.signal, liveFaults);
     const progress = setInterval(() => {
       const resumes = recorder.exchanges.filter((e) => e.method === 'GET' && e.cursor !== undefined).length;
       say(`  t=${((Date.now() - t0) / 1000).toFixed(0)}s calls=${recorder.calls.length} resumes=${resumes} log=${tap.stats.messages}`);
     }, 10_000);
     progress.unref();
     let hardStopAt: number | undefined;
-    const hardTimer = setTimeout(() => {
-      hardStopAt = Date.now();
-      hardStop.abort();
-    }, options.durationMs + settleMs);
+    const armHardStop = (): NodeJS.Timeout =>
+      setTimeout(() => {
+        hardStopAt = Date.now();
+        hardStop.abort();
+      }, ctx.stopAt + settleMs - Date.now());
+    let hardTimer = armHardStop();
+    // Every kind of the first pass fires while clients still call, whatever
+    // the machine's speed: the load goes on past its planned end while one
+    // is pending (queued behind a slow fault on its component), up to
+    // `maxExtensionMs`, and for EXTEND_MARGIN_MS after the last one ends.
+    const maxStopAt = ctx.stopAt + (options.maxExtensionMs ?? options.durationMs * 2);
+    const extender = setInterval(() => {
+      if (Date.now() < ctx.stopAt - EXTEND_MARGIN_MS || ctx.stopAt >= maxStopAt) return;
+      const pending = firstPassPending(plan, liveFaults);
+      if (pending.length === 0) return;
+      ctx.stopAt = Math.min(maxStopAt, Date.now() + EXTEND_MARGIN_MS);
+      taskPart?.extend(ctx.stopAt);
+      clearTimeout(hardTimer);
+      hardTimer = armHardStop();
+      if (extendedMs === 0) say(`  the load goes on past ${options.durationMs / 1000}s until ${pending.join(', ')} fired (at most ${((maxStopAt - t0) / 1000).toFixed(0)}s)`);
+      extendedMs = ctx.stopAt - (t0 + options.durationMs);
+    }, 250);
+    extender.unref();
     try {
       await Promise.all(clients.map((c, i) => c.run().finally(() => say(`  client ${names[i]} done at ${((Date.now() - t0) / 1000).toFixed(1)}s`))));
     } finally {
       clearTimeout(hardTimer);
+      clearInterval(extender);
       clearInterval(progress);
       faultStop.abort();
     }
@@ -329,6 +362,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       config: { ...stack.config, faults: selection },
       seed: options.seed,
       durationMs: options.durationMs,
+      extendedMs,
       wallMs: Date.now() - began,
       clients: { raw: clients.length - Math.ceil(clients.length / 3), sdk: Math.ceil(clients.length / 3) },
       machine: machine(stack.config.natsBin),

@@ -97,8 +97,8 @@ export interface ClientContext {
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
   readonly recorder: Recorder;
-  /** No new tool call starts after this time (ms since epoch). */
-  readonly stopAt: number;
+  /** No new tool call starts after this time (ms since epoch). The run may move it later, never earlier, until every first-pass fault has fired. */
+  stopAt: number;
   /** Aborted when the run ends for good: every request is abandoned. */
   readonly hardStop: AbortSignal;
   /** Streams each client must consume slowly, set by the `slow_client` fault. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_KINDS, DEFAULT_SELECTION, parseFaultSelection, partitionedRoles, planFaults } from './faults.js';
+import { DEFAULT_KINDS, DEFAULT_SELECTION, firstPassPending, parseFaultSelection, partitionedRoles, planFaults } from './faults.js';
+import type { FaultRecord } from './faults.js';
 import { NET_KINDS } from './net/net-faults.js';
 import { createRng } from '../shared/random.js';
 
@@ -56,6 +57,24 @@ describe('chaos faults: the plan', () => {
     }
     // Seeded: the same seed plans the same faults.
     expect(planFaults(createRng(3), 1_000, 60_000, 2_000, selection)).toEqual(plan);
+  });
+});
+
+describe('chaos faults: the first pass is waited for', () => {
+  it('names the first-pass kinds whose fault has not ended, whatever the later faults did', () => {
+    const selection = parseFaultSelection('nats_power_loss,gateway_nats_cut,nats_node_stop,gateway_sigkill');
+    const plan = planFaults(createRng(7), 1_500, 13_000, 4_000, selection);
+    const first = plan.filter((f) => f.firstPass === true);
+    expect(first.map((f) => f.kind).sort()).toEqual(selection.map((s) => s.kind).sort());
+    expect(plan.slice(0, first.length)).toEqual(first);
+    const record = (kind: FaultRecord['kind'], ended: boolean): FaultRecord => ({ kind, plannedAtMs: 0, startedAtMs: 1, endedAtMs: ended ? 2 : undefined, target: '', ok: ended, detail: '' });
+    // Nothing started yet: every kind is pending.
+    expect(firstPassPending(plan, []).sort()).toEqual(selection.map((s) => s.kind).sort());
+    // The first two ended, the third runs (a slow power loss, say), the fourth waits behind its lock.
+    const live = [record(first[0]!.kind, true), record(first[1]!.kind, true), record(first[2]!.kind, false)];
+    expect(firstPassPending(plan, live)).toEqual([first[2]!.kind, first[3]!.kind]);
+    // A failed fault ended too: it is not waited for again (its failure is in the report).
+    expect(firstPassPending(plan, first.map((f) => record(f.kind, true)))).toEqual([]);
   });
 });
 

@@ -35,8 +35,8 @@ const METHOD_TIMEOUT_MS = 10_000;
 export interface TaskContext {
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
-  /** No new call starts after this time (ms since epoch). */
-  readonly stopAt: number;
+  /** No new call starts after this time (ms since epoch). The run may move it later (`TaskPart.extend`). */
+  stopAt: number;
   /** Calls per client at most. */
   readonly maxCalls: number;
   /** Every call of every task client, in the order they started. */

@@ -90,6 +90,11 @@ export class TaskPart {
     for (let i = 0; i < this.#options.clients; i += 1) this.#running.push(new TaskClient(ctx, `task${i + 1}`, rng.fork(3_000_000 + i)).run());
   }
 
+  /** The load goes on longer (the run waits for its first-pass faults): no call starts after `stopAt`, now later. */
+  extend(stopAt: number): void {
+    if (this.#ctx !== undefined) this.#ctx.stopAt = Math.max(this.#ctx.stopAt, stopAt);
+  }
+
   /**
    * For `gateway_sigkill`: a victim task, and the slot of the gateway that
    * runs it; undefined when there is none to aim at (the fault then takes
