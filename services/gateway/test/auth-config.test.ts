@@ -26,6 +26,7 @@ describe('gateway auth config', () => {
       upstreamAuth: 'forward',
       jwksUrl: 'https://idp.example/jwks',
       algorithms: ['RS256', 'ES256', 'EdDSA'],
+      tokenType: 'any',
     });
   });
 

@@ -3,12 +3,14 @@ import type { JWTPayload, JWTVerifyOptions } from 'jose';
 import type { JwtAuth } from './auth-config.js';
 import { invalidToken, isAuthError } from './auth-error.js';
 import type { AuthError } from './auth-error.js';
-import { identityFrom, TokenCache, tokenKey } from './identity.js';
+import { identityFrom, requireIssuedInPast, TokenCache, tokenKey } from './identity.js';
 import type { Identity } from './identity.js';
 import { createKeySetCache } from './jwks-cache.js';
 
 /** A verified token is reused until its `exp`, but never longer than this (bounds the effect of a key the issuer withdraws). */
 const VERIFIED_MAX_MS = 5 * 60_000;
+/** RFC 9068 section 4: the `typ` of a JWT access token (jose compares media types without `application/` and case-insensitively). */
+const ACCESS_TOKEN_TYP = 'at+jwt';
 
 export interface TokenVerifier {
   /** The token's identity; throws an `AuthError` (invalid token, or the issuer unreachable). */
@@ -20,7 +22,8 @@ export interface TokenVerifier {
  * JWKS (`jwks-cache.ts`): signature (asymmetric algorithms only, from the
  * configured list), `iss` exactly, `aud` one of the gateway's resource URIs
  * (RFC 8707, the MCP spec's audience rule), `exp` and `nbf` with the clock
- * skew. A token that verified is remembered by its SHA-256 until it
+ * skew, `iat` not in the future, and with `tokenType: 'at+jwt'` the header's
+ * `typ`. A token that verified is remembered by its SHA-256 until it
  * expires, so a client's next requests cost a hash and a lookup, not a
  * signature check.
  */
@@ -33,6 +36,7 @@ export function createJwtVerifier(config: JwtAuth): TokenVerifier {
     algorithms: [...config.algorithms],
     clockTolerance: Math.ceil(config.clockSkewMs / 1000),
     requiredClaims: ['exp'],
+    ...(config.tokenType === 'at+jwt' ? { typ: ACCESS_TOKEN_TYP } : {}),
   };
   return {
     async verify(token) {
@@ -47,6 +51,7 @@ export function createJwtVerifier(config: JwtAuth): TokenVerifier {
         if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw toAuthError(err, config);
         payload = await verifyWithEachKey(token, err, options, config);
       }
+      requireIssuedInPast(payload, config.clockSkewMs);
       const identity = identityFrom(payload, config.issuer, config.principalClaim);
       verified.set(key, identity, Math.min(identity.expiresAtMs! + config.clockSkewMs, Date.now() + VERIFIED_MAX_MS));
       return identity;
@@ -86,6 +91,8 @@ function toAuthError(err: unknown, config: JwtAuth): AuthError {
         return invalidToken('not_yet_valid', 'the access token is not valid yet (nbf)');
       case 'exp':
         return invalidToken('expiry', 'the access token has no valid exp claim');
+      case 'typ':
+        return invalidToken('token_type', `the access token is not a JWT access token (its typ header must be ${ACCESS_TOKEN_TYP}, RFC 9068)`);
       default:
         return invalidToken('claims', `the access token's ${err.claim} claim is invalid`);
     }
