@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { JWK } from 'jose';
-import type { Provider } from 'oidc-provider';
+import type { Provider, ProviderContext } from 'oidc-provider';
 import {
   authorizationCodeFlow,
   basicAuth,
@@ -44,6 +44,16 @@ export interface AuthorizationServerOptions {
   readonly signingAlg?: 'RS256' | 'PS256' | 'ES256';
   /** Port on 127.0.0.1. Default 0 (any free one). */
   readonly port?: number;
+  /**
+   * How introspection names a token's type. `oidc-provider` (default): as it
+   * does, `token_type: "Bearer"` for access tokens, and for refresh tokens
+   * no `token_type` and no `aud`. `rfc8693`: as issuers that label tokens do,
+   * `token_type` an RFC 8693 token type identifier
+   * (`urn:ietf:params:oauth:token-type:access_token` or `…:refresh_token`),
+   * and a refresh token's `aud` the resources it was granted for: the case
+   * where only `token_type` tells a refresh token from an access token.
+   */
+  readonly introspectionTokenTypes?: 'oidc-provider' | 'rfc8693';
 }
 
 /** A token endpoint's success response, as sent. */
@@ -94,6 +104,8 @@ export interface AuthorizationServer {
   rotateSigningKey(): Promise<void>;
   /** The private signing JWKs, newest first (to forge tokens with the real key in negative tests). */
   signingKeys(): readonly JWK[];
+  /** Requests received for `pathname` (e.g. `/jwks`, `/token/introspection`) since the server started. */
+  requestCount(pathname: string): number;
   /** Stops listening and drops every connection: requests fail with connection refused. */
   stop(): Promise<void>;
   /** Listens again on the same port, with the same keys and state. */
@@ -217,17 +229,21 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
         },
       },
     });
+    if (options.introspectionTokenTypes === 'rfc8693') provider.use(labelIntrospectedTokenTypes);
     // Errors the provider turns into 500s would otherwise leave no trace.
     provider.on('server_error', (_ctx, err) => console.error('authorization server: server_error', err));
     return { provider, handle: provider.callback() };
   };
   let current = buildProvider();
 
+  const requestCounts = new Map<string, number>();
   function route(req: IncomingMessage, res: ServerResponse): void {
     // No keep-alive: a client's pooled socket would make the first request
     // after stop() fail with "other side closed" instead of ECONNREFUSED.
     res.setHeader('connection', 'close');
     const url = req.url ?? '/';
+    const pathname = new URL(url, issuer).pathname;
+    requestCounts.set(pathname, (requestCounts.get(pathname) ?? 0) + 1);
     if (url.startsWith(INTERACTION_PREFIX)) {
       finishInteraction(current.provider, req, res).catch((err: unknown) => {
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
@@ -287,6 +303,7 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
       current = buildProvider();
     },
     signingKeys: () => structuredClone(keys),
+    requestCount: (pathname) => requestCounts.get(pathname) ?? 0,
     stop: () => stopListening(server, sockets),
     async start() {
       if (closed) throw new Error('authorization server: start() after close()');
@@ -297,6 +314,32 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
       await stopListening(server, sockets);
     },
   };
+}
+
+/** The introspection answer's token, as oidc-provider registers it on the context. */
+interface IntrospectedToken {
+  readonly resource?: string | readonly string[];
+}
+
+/**
+ * Koa middleware (`introspectionTokenTypes: 'rfc8693'`): after oidc-provider
+ * answered an introspection request for an active token, relabels its
+ * `token_type` with the RFC 8693 identifier of the token's kind and gives a
+ * refresh token the `aud` of its granted resources.
+ */
+async function labelIntrospectedTokenTypes(ctx: ProviderContext, next: () => Promise<void>): Promise<void> {
+  await next();
+  if (ctx.path !== '/token/introspection' || ctx.body === null || typeof ctx.body !== 'object') return;
+  const body = ctx.body as Record<string, unknown>;
+  if (body.active !== true) return;
+  const entities = ctx.oidc?.entities ?? {};
+  const refresh = entities.RefreshToken as IntrospectedToken | undefined;
+  if (refresh !== undefined) {
+    body.token_type = 'urn:ietf:params:oauth:token-type:refresh_token';
+    if (refresh.resource !== undefined) body.aud = refresh.resource;
+  } else if (entities.AccessToken !== undefined || entities.ClientCredentials !== undefined) {
+    body.token_type = 'urn:ietf:params:oauth:token-type:access_token';
+  }
 }
 
 /** Finishes whichever interaction (login, then consent) the provider asks for, as the `login_hint` account. */

@@ -44,6 +44,15 @@ declare module 'oidc-provider' {
       options?: { mergeWithLastSubmission?: boolean },
     ): Promise<void>;
     on(event: 'server_error', listener: (ctx: unknown, err: Error) => void): this;
+    /** Koa middleware, run around the provider's own routes. */
+    use(middleware: (ctx: ProviderContext, next: () => Promise<void>) => Promise<void>): this;
+  }
+
+  /** The Koa context as middleware sees it: the route, the answer, and the entities (tokens, grant) the route loaded. */
+  export interface ProviderContext {
+    readonly path: string;
+    body: unknown;
+    readonly oidc?: { readonly entities: Readonly<Record<string, unknown>> };
   }
 
   export const errors: {

@@ -27,6 +27,7 @@ describe('gateway auth config', () => {
       upstreamAuth: {},
       jwksUrl: 'https://idp.example/jwks',
       algorithms: ['RS256', 'ES256', 'EdDSA'],
+      tokenType: 'any',
     });
   });
 

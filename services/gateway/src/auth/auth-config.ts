@@ -64,7 +64,12 @@ export interface JwtAuth extends TokenAuthBase {
   readonly mode: 'jwt';
   readonly jwksUrl: string;
   readonly algorithms: readonly string[];
+  /** `at+jwt`: the JWS header's `typ` must be `at+jwt` (RFC 9068 section 4), so an ID token or another JWT of the issuer is no access token. Default `any`. */
+  readonly tokenType: JwtTokenType;
 }
+
+export const JwtTokenType = { any: 'any', accessToken: 'at+jwt' } as const;
+export type JwtTokenType = (typeof JwtTokenType)[keyof typeof JwtTokenType];
 
 export interface IntrospectionAuth extends TokenAuthBase {
   readonly mode: 'introspect';
@@ -87,6 +92,7 @@ export const AUTH_FLAGS = [
   { flag: 'auth-audience', env: 'TETHER_AUTH_AUDIENCE', help: 'jwt/introspect: each route\'s canonical resource URI (RFC 8707), one per route: URI for /mcp, /path=URI for another (repeat); a token is accepted on a route only if its aud holds that route\'s URI', fallback: '', repeat: true },
   { flag: 'auth-jwks-url', env: 'TETHER_AUTH_JWKS_URL', help: 'jwt: the issuer\'s JWKS URL (keys cached 10 min; an unknown kid refetches them, at most every 2 s)', fallback: '' },
   { flag: 'auth-algorithms', env: 'TETHER_AUTH_ALGORITHMS', help: `jwt: signature algorithms accepted (asymmetric only: ${ALLOWED_ALGORITHMS.join(', ')})`, fallback: DEFAULT_ALGORITHMS },
+  { flag: 'auth-token-type', env: 'TETHER_AUTH_TOKEN_TYPE', help: 'jwt: any, or at+jwt to refuse JWTs whose typ header is not at+jwt or application/at+jwt (RFC 9068), such as ID tokens signed by the same issuer', fallback: 'any' },
   { flag: 'auth-clock-skew', env: 'TETHER_AUTH_CLOCK_SKEW', help: 'jwt/introspect: clock difference tolerated on exp and nbf (ms, or 30s)', fallback: '30s' },
   { flag: 'auth-scopes', env: 'TETHER_AUTH_SCOPES', help: 'jwt/introspect: scopes required on every request, comma separated (also listed as scopes_supported)', fallback: '' },
   { flag: 'auth-principal-claim', env: 'TETHER_AUTH_PRINCIPAL_CLAIM', help: 'jwt/introspect: the claim that identifies the principal with the issuer (sub; client_id for machine clients)', fallback: 'sub' },
@@ -136,9 +142,10 @@ export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
     for (const flag of ['auth-introspection-url', 'auth-introspection-client-id', 'auth-introspection-client-secret'] as const) {
       if (raw(flag) !== '') throw new ConfigError(`--${flag} needs --auth introspect (--auth is jwt)`);
     }
-    return { mode, ...base, jwksUrl: absoluteUrl('auth-jwks-url', need('auth-jwks-url')), algorithms: algorithms(raw('auth-algorithms')) };
+    return { mode, ...base, jwksUrl: absoluteUrl('auth-jwks-url', need('auth-jwks-url')), algorithms: algorithms(raw('auth-algorithms')), tokenType: tokenType(raw('auth-token-type')) };
   }
   if (raw('auth-jwks-url') !== '') throw new ConfigError('--auth-jwks-url needs --auth jwt (--auth is introspect)');
+  if (raw('auth-token-type') !== JwtTokenType.any) throw new ConfigError('--auth-token-type needs --auth jwt (--auth is introspect: the introspection answer\'s token_type is checked instead)');
   return {
     mode,
     ...base,
@@ -159,6 +166,11 @@ function algorithms(text: string): string[] {
     }
   }
   return names;
+}
+
+function tokenType(value: string): JwtTokenType {
+  if (value === JwtTokenType.any || value === JwtTokenType.accessToken) return value;
+  throw new ConfigError(`invalid --auth-token-type ${JSON.stringify(value)}; allowed: any or at+jwt`);
 }
 
 function upstreamAuth(value: string): UpstreamAuth {

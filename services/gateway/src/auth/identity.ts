@@ -57,6 +57,17 @@ export function requireUnexpired(identity: Identity, clockSkewMs: number, now = 
   if (identity.expiresAtMs !== undefined && now >= identity.expiresAtMs + clockSkewMs) throw invalidToken('expired', 'the access token expired');
 }
 
+/**
+ * Refuses claims issued (`iat`) later than now plus the tolerated skew. A
+ * token from the future was minted by a clock we cannot trust (or minted
+ * ahead to outlive a key's withdrawal); RFC 7519 leaves the check to the
+ * recipient, and jose makes it only with `maxTokenAge`.
+ */
+export function requireIssuedInPast(claims: Readonly<Record<string, unknown>>, clockSkewMs: number, now = Date.now()): void {
+  const iat = claims.iat;
+  if (typeof iat === 'number' && iat * 1000 > now + clockSkewMs) throw invalidToken('issued_in_future', 'the access token was issued in the future (iat)');
+}
+
 /** Cache key of a token: its SHA-256, so no cache holds a usable token. */
 export function tokenKey(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('base64url');

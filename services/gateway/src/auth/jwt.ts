@@ -1,22 +1,16 @@
-import { createRemoteJWKSet, errors, jwtVerify } from 'jose';
-import type { JWTVerifyGetKey } from 'jose';
+import { errors, jwtVerify } from 'jose';
+import type { JWTPayload, JWTVerifyOptions } from 'jose';
 import type { JwtAuth } from './auth-config.js';
-import { invalidToken, isAuthError, issuerUnavailable } from './auth-error.js';
+import { invalidToken, isAuthError } from './auth-error.js';
 import type { AuthError } from './auth-error.js';
-import { identityFrom, TokenCache, tokenKey } from './identity.js';
+import { identityFrom, requireIssuedInPast, TokenCache, tokenKey } from './identity.js';
 import type { Identity } from './identity.js';
+import { createKeySetCache } from './jwks-cache.js';
 
-/** Keys are kept this long before they are fetched again (jose's default). */
-const JWKS_MAX_AGE_MS = 10 * 60_000;
-/**
- * A token signed with a key we do not know refetches the keys (a rotation),
- * but at most this often: forged `kid`s cannot make the gateway hammer the
- * issuer. Short, so a rotation is seen within seconds.
- */
-const JWKS_COOLDOWN_MS = 2_000;
-const JWKS_TIMEOUT_MS = 5_000;
 /** A verified token is reused until its `exp`, but never longer than this (bounds the effect of a key the issuer withdraws). */
 const VERIFIED_MAX_MS = 5 * 60_000;
+/** RFC 9068 section 4: the `typ` of a JWT access token (jose compares media types without `application/` and case-insensitively). */
+const ACCESS_TOKEN_TYP = 'at+jwt';
 
 export interface TokenVerifier {
   /** The token's identity; throws an `AuthError` (invalid token, or the issuer unreachable). */
@@ -25,48 +19,62 @@ export interface TokenVerifier {
 
 /**
  * JWT access tokens (RFC 9068) verified with `jose` against the issuer's
- * JWKS: signature (asymmetric algorithms only, from the configured list),
- * `iss` exactly, `aud` one of the gateway's resource URIs (RFC 8707, the MCP
- * spec's audience rule), `exp` and `nbf` with the clock skew. A token that
- * verified is remembered by its SHA-256 until it expires, so a client's
- * next requests cost a hash and a lookup, not a signature check.
+ * JWKS (`jwks-cache.ts`): signature (asymmetric algorithms only, from the
+ * configured list), `iss` exactly, `aud` one of the gateway's resource URIs
+ * (RFC 8707, the MCP spec's audience rule), `exp` and `nbf` with the clock
+ * skew, `iat` not in the future, and with `tokenType: 'at+jwt'` the header's
+ * `typ`. A token that verified is remembered by its SHA-256 until it
+ * expires, so a client's next requests cost a hash and a lookup, not a
+ * signature check.
  */
 export function createJwtVerifier(config: JwtAuth): TokenVerifier {
-  const remote = createRemoteJWKSet(new URL(config.jwksUrl), { cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_MAX_AGE_MS, timeoutDuration: JWKS_TIMEOUT_MS });
-  // The key set's own failures (unreachable, not JSON, not a key set) are the issuer's, not the token's.
-  const keys: JWTVerifyGetKey = async (header, token) => {
-    try {
-      return await remote(header, token);
-    } catch (err) {
-      if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys) throw err;
-      throw issuerUnavailable(`the issuer's keys could not be fetched (${describeFetchFailure(err)})`, err);
-    }
-  };
+  const keys = createKeySetCache(config.jwksUrl);
   const verified = new TokenCache<Identity>();
-  const skewSeconds = Math.ceil(config.clockSkewMs / 1000);
+  const options: JWTVerifyOptions = {
+    issuer: config.issuer,
+    audience: [...config.audiences],
+    algorithms: [...config.algorithms],
+    clockTolerance: Math.ceil(config.clockSkewMs / 1000),
+    requiredClaims: ['exp'],
+    ...(config.tokenType === 'at+jwt' ? { typ: ACCESS_TOKEN_TYP } : {}),
+  };
   return {
     async verify(token) {
       const key = tokenKey(token);
       // An entry lives no longer than its token's exp plus the skew: a hit is unexpired.
       const known = verified.get(key);
       if (known !== undefined) return known;
-      let payload;
+      let payload: JWTPayload;
       try {
-        ({ payload } = await jwtVerify(token, keys, {
-          issuer: config.issuer,
-          audience: [...config.audiences],
-          algorithms: [...config.algorithms],
-          clockTolerance: skewSeconds,
-          requiredClaims: ['exp'],
-        }));
+        ({ payload } = await jwtVerify(token, keys, options));
       } catch (err) {
-        throw toAuthError(err, config);
+        if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw toAuthError(err, config);
+        payload = await verifyWithEachKey(token, err, options, config);
       }
+      requireIssuedInPast(payload, config.clockSkewMs);
       const identity = identityFrom(payload, config.issuer, config.principalClaim);
       verified.set(key, identity, Math.min(identity.expiresAtMs! + config.clockSkewMs, Date.now() + VERIFIED_MAX_MS));
       return identity;
     },
   };
+}
+
+/**
+ * A token without `kid` and several keys of its algorithm (RFC 7515 makes
+ * `kid` optional; issuers publish old and new keys side by side while they
+ * rotate): each candidate in turn. Only a signature that verifies with none
+ * of them is a bad signature; any other refusal (expired, audience, …) is
+ * the token's, from the key that verified it.
+ */
+async function verifyWithEachKey(token: string, candidates: errors.JWKSMultipleMatchingKeys, options: JWTVerifyOptions, config: JwtAuth): Promise<JWTPayload> {
+  for await (const key of candidates) {
+    try {
+      return (await jwtVerify(token, key, options)).payload;
+    } catch (err) {
+      if (!(err instanceof errors.JWSSignatureVerificationFailed)) throw toAuthError(err, config);
+    }
+  }
+  throw invalidToken('signature', 'the access token\'s signature does not verify with any of the issuer\'s keys');
 }
 
 /** jose's failures in the words of the MCP client's operator; never the token or a claim's value. */
@@ -83,6 +91,8 @@ function toAuthError(err: unknown, config: JwtAuth): AuthError {
         return invalidToken('not_yet_valid', 'the access token is not valid yet (nbf)');
       case 'exp':
         return invalidToken('expiry', 'the access token has no valid exp claim');
+      case 'typ':
+        return invalidToken('token_type', `the access token is not a JWT access token (its typ header must be ${ACCESS_TOKEN_TYP}, RFC 9068)`);
       default:
         return invalidToken('claims', `the access token's ${err.claim} claim is invalid`);
     }
@@ -90,17 +100,6 @@ function toAuthError(err: unknown, config: JwtAuth): AuthError {
   if (err instanceof errors.JOSEAlgNotAllowed) return invalidToken('algorithm', `the access token's signature algorithm is not accepted (allowed: ${config.algorithms.join(', ')})`);
   if (err instanceof errors.JWSSignatureVerificationFailed) return invalidToken('signature', 'the access token\'s signature does not verify');
   if (err instanceof errors.JWKSNoMatchingKey) return invalidToken('key', 'the access token is signed with a key the issuer does not publish');
-  if (err instanceof errors.JWKSMultipleMatchingKeys) return invalidToken('signature', 'the access token\'s signature does not verify with any of the issuer\'s keys');
   if (err instanceof errors.JOSEError) return invalidToken('malformed', 'the access token is not a well-formed signed JWT');
   return invalidToken('malformed', 'the access token could not be read as a JWT');
-}
-
-/** What went wrong reaching the issuer, without URLs or bodies. */
-export function describeFetchFailure(err: unknown): string {
-  if (err instanceof errors.JWKSTimeout) return 'timed out';
-  if (err instanceof errors.JWKSInvalid) return 'the answer is not a JSON Web Key Set';
-  if (err instanceof errors.JOSEError) return err.message.slice(0, 120);
-  const cause = (err as { cause?: { code?: unknown } }).cause;
-  if (typeof cause?.code === 'string') return cause.code;
-  return (err as Error).name ?? 'unknown error';
 }
