@@ -86,6 +86,9 @@ const MAX_RENEWALS = 3;
 export async function openStreamAsCaller(url: string, headers: Record<string, string>, credentials: CallerCredentials, signal: AbortSignal, errors?: Counter): Promise<UpstreamStream> {
   let used = credentials.current();
   let answer = await openUpstreamStream(url, { ...used, ...headers }, signal, errors);
+  // Without an Authorization of the caller's (`--upstream-auth strip`) no token the client
+  // presents would change what is sent: a 401 then is final, not worth a wait.
+  if (used.authorization === undefined) return answer;
   for (let renewals = 0; answer.status === 401 && renewals < MAX_RENEWALS; renewals += 1) {
     if (!(await credentials.renewed(used, signal))) return answer;
     answer.close();

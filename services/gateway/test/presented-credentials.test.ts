@@ -81,6 +81,16 @@ describe('openStreamAsCaller', () => {
     expect(seen).toEqual(['Bearer expired', 'Bearer fresh']);
   });
 
+  it('strip (no Authorization of the caller\'s): a 401 is final at once, no wait for a token that would change nothing', async () => {
+    const store = new PresentedCredentials();
+    const stripped: Caller = { principal: 'p1', route: '/mcp', upstreamHeaders: { 'tether-principal': 'p1' } };
+    store.present(stripped);
+    // A wait would last RENEWAL_WAIT_MS (5 minutes): far past this test's timeout, which then fails it.
+    const answer = await openStreamAsCaller(url, { accept: 'text/event-stream' }, store.of(stripped, undefined), new AbortController().signal);
+    expect(answer.status).toBe(401);
+    answer.close();
+  });
+
   it('no new token within the wait: the 401 is answered as it came', async () => {
     const store = new PresentedCredentials();
     store.present(caller('expired'));
