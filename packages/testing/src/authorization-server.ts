@@ -13,6 +13,7 @@ import {
   stopListening,
   TEST_REDIRECT_URI,
 } from './authorization-server-flows.js';
+import { createTokenExchangeGrant, TOKEN_EXCHANGE_GRANT } from './authorization-server-exchange.js';
 import { LOOPBACK } from './ports.js';
 
 export { OAuthRequestError, TEST_REDIRECT_URI } from './authorization-server-flows.js';
@@ -40,6 +41,16 @@ export interface AuthorizationServerOptions {
    * random secrets.
    */
   readonly clients?: readonly { readonly clientId: string; readonly clientSecret: string; readonly scope?: string }[];
+  /**
+   * RFC 8693 token exchange at the token endpoint, for one more confidential
+   * client (`client_secret_basic`, no other grant): a JWT access token this
+   * server issued (`subject_token`, verified with its keys, `iss` and `exp`,
+   * no skew) becomes a token for the one `resource` (or `audience`) asked,
+   * with the same `sub`, no scope it lacked, and `act: {sub: clientId}`
+   * (RFC 8693 section 4.1). A bad subject token is `invalid_grant`, an
+   * unknown resource `invalid_target`. Default: no token exchange.
+   */
+  readonly tokenExchange?: { readonly clientId: string; readonly clientSecret: string };
   /** JWS algorithm of JWT access tokens. Default `RS256`. */
   readonly signingAlg?: 'RS256' | 'PS256' | 'ES256';
   /** Port on 127.0.0.1. Default 0 (any free one). */
@@ -94,6 +105,8 @@ export interface AuthorizationServer {
   ): Promise<TokenResponse & { readonly refresh_token: string }>;
   /** refresh_token grant: a new access token for the same subject. */
   refresh(clientId: string, refreshToken: string, options: { resource: string }): Promise<TokenResponse>;
+  /** Token exchange requests (`tokenExchange`) that reached the grant, granted or refused. */
+  tokenExchanges(): number;
   /** Allows one more resource indicator from now on (e.g. a gateway started after this server). */
   addResource(resource: string, options?: { opaque?: boolean }): void;
   /**
@@ -142,7 +155,10 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
     clientSecret: 'clientSecret' in c ? c.clientSecret : randomBytes(24).toString('base64url'),
     scope: ('scope' in c ? c.scope : undefined) ?? ['openid', 'offline_access', ...scopes].join(' '),
   }));
-  if (new Set(clients.map((c) => c.clientId)).size !== clients.length) throw new TypeError('clients: duplicate clientId');
+  const exchangeClient = options.tokenExchange;
+  if (new Set([...clients.map((c) => c.clientId), ...(exchangeClient === undefined ? [] : [exchangeClient.clientId])]).size !== clients.length + (exchangeClient === undefined ? 0 : 1)) {
+    throw new TypeError('clients: duplicate clientId');
+  }
   const signingAlg = options.signingAlg ?? 'RS256';
 
   // Loaded here, not at the top: on Node 20, importing oidc-provider prints an
@@ -169,19 +185,39 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
   const port = address.port;
   const issuer = `http://${LOOPBACK}:${port}`;
 
+  const resourceServerInfo = (resource: string) => {
+    const format = jwtResources.has(resource) ? 'jwt' : opaqueResources.has(resource) ? 'opaque' : undefined;
+    if (format === undefined) throw new errors.InvalidTarget(`unknown resource ${resource}`);
+    return {
+      audience: resource,
+      scope: scopes.join(' '),
+      accessTokenTTL: ttl,
+      accessTokenFormat: format,
+      ...(format === 'jwt' ? { jwt: { sign: { alg: signingAlg } } } : {}),
+    };
+  };
+  let exchanges = 0;
+  const exchange = createTokenExchangeGrant({ issuer, algorithm: signingAlg, keys: () => keys, resourceServerInfo, onRequest: () => void exchanges++ });
+
   const buildProvider = (): { provider: Provider; handle: (req: IncomingMessage, res: ServerResponse) => void } => {
     const provider = new OidcProvider(issuer, {
       adapter,
-      clients: clients.map((c) => ({
-        client_id: c.clientId,
-        client_secret: c.clientSecret,
-        scope: c.scope,
-        grant_types: ['client_credentials', 'authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        redirect_uris: [TEST_REDIRECT_URI],
-        token_endpoint_auth_method: 'client_secret_basic',
-        id_token_signed_response_alg: signingAlg,
-      })),
+      clients: [
+        ...clients.map((c) => ({
+          client_id: c.clientId,
+          client_secret: c.clientSecret,
+          scope: c.scope,
+          grant_types: ['client_credentials', 'authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          redirect_uris: [TEST_REDIRECT_URI],
+          token_endpoint_auth_method: 'client_secret_basic',
+          id_token_signed_response_alg: signingAlg,
+        })),
+        ...(exchangeClient === undefined
+          ? []
+          : [{ client_id: exchangeClient.clientId, client_secret: exchangeClient.clientSecret, grant_types: [TOKEN_EXCHANGE_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' }]),
+      ],
+      extraTokenClaims: (_ctx: unknown, token: object) => exchange.claimsOf(token),
       clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
       responseTypes: ['code'],
       // The default 15 s keeps expired opaque tokens active at introspection.
@@ -215,23 +251,14 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
           enabled: true,
           defaultResource: (_ctx: unknown, _client: unknown, oneOf?: string[]) => oneOf ?? defaultResource,
           useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx: unknown, resource: string) => {
-            const format = jwtResources.has(resource) ? 'jwt' : opaqueResources.has(resource) ? 'opaque' : undefined;
-            if (format === undefined) throw new errors.InvalidTarget(`unknown resource ${resource}`);
-            return {
-              audience: resource,
-              scope: scopes.join(' '),
-              accessTokenTTL: ttl,
-              accessTokenFormat: format,
-              ...(format === 'jwt' ? { jwt: { sign: { alg: signingAlg } } } : {}),
-            };
-          },
+          getResourceServerInfo: (_ctx: unknown, resource: string) => resourceServerInfo(resource),
         },
       },
     });
     if (options.introspectionTokenTypes === 'rfc8693') provider.use(labelIntrospectedTokenTypes);
     // Errors the provider turns into 500s would otherwise leave no trace.
     provider.on('server_error', (_ctx, err) => console.error('authorization server: server_error', err));
+    if (exchangeClient !== undefined) exchange.register(provider, errors);
     return { provider, handle: provider.callback() };
   };
   let current = buildProvider();
@@ -294,6 +321,7 @@ export async function startAuthorizationServer(options: AuthorizationServerOptio
       return authorizationCodeFlow({ issuer, clientId, resource, scope, accountId, tokenRequest });
     },
     refresh: (clientId, refreshToken, { resource }) => tokenRequest(clientId, { grant_type: 'refresh_token', refresh_token: refreshToken, resource }),
+    tokenExchanges: () => exchanges,
     addResource: (resource, { opaque = false } = {}) => addResource(resource, opaque),
     async rotateSigningKey() {
       keys.unshift(await newSigningKey(signingAlg));

@@ -28,6 +28,23 @@ declare module 'oidc-provider' {
     readonly session?: { readonly accountId: string };
   }
 
+  /** What a grant handler registered with `registerGrantType` sees of the token request. */
+  export interface TokenContext {
+    readonly oidc: {
+      readonly params: Readonly<Record<string, string | string[] | undefined>>;
+      readonly client: { readonly clientId: string };
+      entity(name: string, value: unknown): void;
+    };
+    body: unknown;
+  }
+
+  export interface AccessToken {
+    readonly tokenType: string;
+    /** Seconds until it expires. */
+    readonly expiration: number;
+    save(): Promise<string>;
+  }
+
   /** Loosely typed: the configuration is checked by the provider at construction. */
   export type Configuration = Record<string, unknown>;
 
@@ -35,6 +52,15 @@ declare module 'oidc-provider' {
     constructor(issuer: string, configuration: Configuration);
     readonly issuer: string;
     readonly Grant: new (init: { accountId: string; clientId: string }) => Grant;
+    readonly AccessToken: new (init: {
+      accountId: string;
+      client: TokenContext['oidc']['client'];
+      gty: string;
+      scope: string | undefined;
+      resourceServer: unknown;
+    }) => AccessToken;
+    readonly ResourceServer: new (identifier: string, info: Record<string, unknown>) => unknown;
+    registerGrantType(name: string, handler: (ctx: TokenContext) => Promise<void>, params: Iterable<string>, dupes?: Iterable<string>): void;
     callback(): (req: IncomingMessage, res: ServerResponse) => void;
     interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<Interaction>;
     interactionFinished(
@@ -55,9 +81,14 @@ declare module 'oidc-provider' {
     readonly oidc?: { readonly entities: Readonly<Record<string, unknown>> };
   }
 
-  export const errors: {
+  export interface ProviderErrors {
     readonly InvalidTarget: new (description?: string) => Error;
-  };
+    readonly InvalidGrant: new (description?: string) => Error;
+    readonly InvalidRequest: new (description?: string) => Error;
+    readonly InvalidScope: new (description: string, scope: string) => Error;
+  }
+
+  export const errors: ProviderErrors;
 
   export default Provider;
 }

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { auth, discoverAuthorizationServerMetadata } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
-import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, decodeProtectedHeader, importJWK, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OAuthRequestError, startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions } from '@tether/testing';
 
@@ -195,5 +195,55 @@ describe('authorization server', () => {
     const tokens = await as.clientCredentials('client-a', { resource: RESOURCE });
     expect(decodeProtectedHeader(tokens.access_token)).toMatchObject({ alg: 'ES256', typ: 'at+jwt' });
     await jwtVerify(tokens.access_token, createRemoteJWKSet(new URL(as.jwksUri)), { issuer: as.issuer, audience: RESOURCE, algorithms: ['ES256'] });
+  });
+});
+
+describe('token exchange (RFC 8693)', () => {
+  const UPSTREAM = 'http://127.0.0.1:1/upstream';
+  const EXCHANGER = { clientId: 'tether-gateway', clientSecret: 'exchange-secret' };
+  const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+
+  /** The token request a gateway sends: client_secret_basic, one resource. */
+  async function exchange(as: AuthorizationServer, subject: string, extra: Record<string, string> = {}, by = EXCHANGER): Promise<{ status: number; body: Record<string, unknown> }> {
+    const res = await fetch(as.tokenEndpoint, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${by.clientId}:${by.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: ACCESS_TOKEN, resource: UPSTREAM, ...extra }),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  it('exchanges a user\'s token for one meant for another resource: same sub, act names the client, no wider scope', async () => {
+    const as = await start({ resources: [RESOURCE, UPSTREAM], tokenExchange: EXCHANGER });
+    const user = await as.authorizationCode('client-b', { resource: RESOURCE, scope: 'mcp:tools', accountId: 'alice' });
+    const { status, body } = await exchange(as, user.access_token);
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ issued_token_type: ACCESS_TOKEN, token_type: 'Bearer', expires_in: 5, scope: 'mcp:tools' });
+    const { payload, protectedHeader } = await jwtVerify(body.access_token as string, createRemoteJWKSet(new URL(as.jwksUri)), { issuer: as.issuer, audience: UPSTREAM, typ: 'at+jwt' });
+    expect(protectedHeader.kid).toBe(as.signingKeys()[0]!.kid);
+    expect(payload).toMatchObject({ sub: 'alice', aud: UPSTREAM, client_id: EXCHANGER.clientId, scope: 'mcp:tools', act: { sub: EXCHANGER.clientId } });
+    // Down-scoping only.
+    expect(await exchange(as, user.access_token, { scope: 'mcp:tools mcp:admin' })).toMatchObject({ status: 400, body: { error: 'invalid_scope' } });
+    expect(as.tokenExchanges()).toBe(2);
+  });
+
+  it('refuses what it should, with the error codes the gateway maps', async () => {
+    const as = await start({ resources: [RESOURCE, UPSTREAM], tokenExchange: EXCHANGER });
+    const subject = (await as.clientCredentials('client-a', { resource: RESOURCE })).access_token;
+    expect(await exchange(as, subject, { resource: 'http://127.0.0.1:1/unknown' })).toMatchObject({ status: 400, body: { error: 'invalid_target' } });
+    const [head, payload] = subject.split('.');
+    expect(await exchange(as, `${head}.${payload}.${'A'.repeat(342)}`)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+    // Signed with the server's own key, but expired: no clock skew here.
+    const key = as.signingKeys()[0]!;
+    const expired = await new SignJWT({ client_id: 'client-a' })
+      .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: key.kid! })
+      .setIssuer(as.issuer).setAudience(RESOURCE).setSubject('client-a').setIssuedAt().setExpirationTime(Math.floor(Date.now() / 1000) - 1)
+      .sign(await importJWK(key, 'RS256'));
+    expect(await exchange(as, expired)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+    expect(await exchange(as, subject, { subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' })).toMatchObject({ status: 400, body: { error: 'invalid_request' } });
+    // Only the exchange client may exchange, and only with its secret.
+    expect(await exchange(as, subject, {}, as.clients[0]!)).toMatchObject({ status: 400, body: { error: 'invalid_request' } });
+    expect(await exchange(as, subject, {}, { ...EXCHANGER, clientSecret: 'wrong' })).toMatchObject({ status: 401, body: { error: 'invalid_client' } });
+    expect(as.tokenExchanges()).toBe(4);
   });
 });

@@ -310,7 +310,14 @@ export function printableConfig(config: GatewayConfig): string {
     const key = flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
     if (masked[key] !== undefined) masked[key] = '***';
   }
-  if (config.auth.mode === 'introspect') masked.auth = { ...config.auth, clientSecret: '***' };
+  if (config.auth.mode !== 'none') {
+    const { exchange } = config.auth;
+    masked.auth = {
+      ...config.auth,
+      ...(config.auth.mode === 'introspect' ? { clientSecret: '***' } : {}),
+      ...(exchange === undefined ? {} : { exchange: { ...exchange, clientSecret: '***' } }),
+    };
+  }
   return `${JSON.stringify(masked, null, 2)}\n`;
 }
 

@@ -115,6 +115,8 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       // The reason only: never the token, a claim's value or the header.
       ctx.metrics.authRefusals.add(1, { reason: err.reason });
       if (err.code === 'issuer_unavailable') authLogger.warn({ reason: err.reason, detail: err.description }, 'issuer unavailable');
+      // The deployment's to fix (the issuer's policy for the gateway's client): the description holds the issuer's error code only.
+      else if (err.code === 'exchange_refused') authLogger.warn({ route: route.path, detail: err.description }, 'token exchange refused');
       else authLogger.debug({ reason: err.reason, code: err.code }, 'request refused');
       return replyError(res, ctx.resourceMetadata.refusal(err, route.path));
     }

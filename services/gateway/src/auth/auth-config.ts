@@ -17,9 +17,11 @@ export type AuthMode = (typeof AuthMode)[keyof typeof AuthMode];
  * passthrough"): `strip` (the default) sends no `Authorization`, and the
  * verified principal in `Tether-Principal` and `Tether-Identity`; `forward`
  * sends the caller's `Authorization` unchanged, for an upstream that is the
- * same protected resource as its route and validates the token itself.
+ * same protected resource as its route and validates the token itself;
+ * `exchange` sends a token the issuer minted for the upstream's own
+ * resource in exchange for the caller's (RFC 8693), never the caller's.
  */
-export const UpstreamAuth = { forward: 'forward', strip: 'strip' } as const;
+export const UpstreamAuth = { forward: 'forward', strip: 'strip', exchange: 'exchange' } as const;
 export type UpstreamAuth = (typeof UpstreamAuth)[keyof typeof UpstreamAuth];
 
 export interface NoAuth {
@@ -55,6 +57,23 @@ interface TokenAuthBase {
   readonly authorizationServers: readonly string[];
   /** What each route's upstream gets, by route path; a route not named gets `strip`. */
   readonly upstreamAuth: Readonly<Record<string, UpstreamAuth>>;
+  /** Present when some route's `upstreamAuth` is `exchange`. */
+  readonly exchange?: TokenExchangeConfig;
+}
+
+/** RFC 8693 token exchange at the issuer, for the routes whose upstream gets a token of its own. */
+export interface TokenExchangeConfig {
+  /** The issuer's token endpoint. */
+  readonly tokenEndpoint: string;
+  /** The gateway's client at the token endpoint (`client_secret_basic`). */
+  readonly clientId: string;
+  readonly clientSecret: string;
+  /**
+   * Each exchange route's upstream resource URI (RFC 8707), by route path:
+   * the `resource` asked for, so the exchanged token's `aud`. Never a
+   * route's own `--auth-audience` URI (checked at startup).
+   */
+  readonly audiences: Readonly<Record<string, string>>;
 }
 
 /** The route a bare `--auth-audience URI` or `--upstream-auth MODE` applies to: the one `--upstream` serves. */
@@ -101,10 +120,14 @@ export const AUTH_FLAGS = [
   { flag: 'auth-introspection-client-id', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_ID', help: 'introspect: the gateway\'s client id at the introspection endpoint (HTTP Basic)', fallback: '' },
   { flag: 'auth-introspection-client-secret', env: 'TETHER_AUTH_INTROSPECTION_CLIENT_SECRET', help: 'introspect: the gateway\'s client secret (never printed)', fallback: '' },
   { flag: 'auth-introspection-cache', env: 'TETHER_AUTH_INTROSPECTION_CACHE', help: 'introspect: longest an answer is reused, never past the token\'s exp (ms, or 60s; 0 = ask every time)', fallback: '60s' },
-  { flag: 'upstream-auth', env: 'TETHER_UPSTREAM_AUTH', help: 'jwt/introspect: what a route\'s upstream gets: strip (no Authorization; the verified principal in Tether-Principal and Tether-Identity) or forward (the caller\'s token, for an upstream that is the same protected resource and validates it); MODE for /mcp, /path=MODE for another (repeat); a route not named: strip', fallback: '', repeat: true },
+  { flag: 'upstream-auth', env: 'TETHER_UPSTREAM_AUTH', help: 'jwt/introspect: what a route\'s upstream gets: strip (no Authorization; the verified principal in Tether-Principal and Tether-Identity), forward (the caller\'s token, for an upstream that is the same protected resource and validates it) or exchange (a token the issuer mints for --upstream-audience in exchange for the caller\'s, RFC 8693); MODE for /mcp, /path=MODE for another (repeat); a route not named: strip', fallback: '', repeat: true },
+  { flag: 'upstream-audience', env: 'TETHER_UPSTREAM_AUDIENCE', help: 'each exchange route\'s upstream resource URI (RFC 8707), the audience of the token exchanged for it: URI for /mcp, /path=URI for another (repeat); never a route\'s --auth-audience', fallback: '', repeat: true },
+  { flag: 'auth-token-endpoint', env: 'TETHER_AUTH_TOKEN_ENDPOINT', help: 'with --upstream-auth exchange: the issuer\'s token endpoint (RFC 8693 token exchange)', fallback: '' },
+  { flag: 'auth-exchange-client-id', env: 'TETHER_AUTH_EXCHANGE_CLIENT_ID', help: 'with --upstream-auth exchange: the gateway\'s client id at the token endpoint (HTTP Basic)', fallback: '' },
+  { flag: 'auth-exchange-client-secret', env: 'TETHER_AUTH_EXCHANGE_CLIENT_SECRET', help: 'with --upstream-auth exchange: the gateway\'s client secret (never printed)', fallback: '' },
 ] as const;
 
-export const AUTH_SECRET_FLAGS = ['auth-introspection-client-secret'] as const;
+export const AUTH_SECRET_FLAGS = ['auth-introspection-client-secret', 'auth-exchange-client-secret'] as const;
 
 type AuthFlag = (typeof AUTH_FLAGS)[number]['flag'];
 
@@ -113,7 +136,7 @@ export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
   const mode = raw('auth');
   const identityHeader = raw('identity-header').toLowerCase();
   if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(identityHeader)) throw new ConfigError(`invalid --identity-header ${JSON.stringify(raw('identity-header'))}; allowed: an HTTP header name`);
-  const tokenFlags = AUTH_FLAGS.map((f) => f.flag).filter((f) => f.startsWith('auth-') || f === 'upstream-auth');
+  const tokenFlags = AUTH_FLAGS.map((f) => f.flag).filter((f) => f.startsWith('auth-') || f.startsWith('upstream-'));
   if (mode === AuthMode.none) {
     const stray = tokenFlags.filter((f) => raw(f) !== AUTH_FLAGS.find((s) => s.flag === f)!.fallback);
     if (stray.length > 0) throw new ConfigError(`--${stray[0]} needs --auth jwt or --auth introspect (--auth is none)`);
@@ -128,6 +151,8 @@ export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
   };
   const issuer = need('auth-issuer');
   const resources = perRoute('auth-audience', need('auth-audience'), (value) => absoluteUrl('auth-audience', value));
+  const upstreamAuthByRoute = perRoute('upstream-auth', raw('upstream-auth'), upstreamAuth);
+  const exchange = exchangeConfig(raw, upstreamAuthByRoute, resources);
   const base: TokenAuthBase = {
     issuer,
     audiences: [...new Set(Object.values(resources))],
@@ -136,7 +161,8 @@ export function parseAuthConfig(raw: (flag: AuthFlag) => string): AuthConfig {
     principalClaim: matching('auth-principal-claim', raw('auth-principal-claim'), /^[A-Za-z0-9_.:-]{1,64}$/, 'a claim name (letters, digits, _ . : -)'),
     clockSkewMs: duration('auth-clock-skew', raw('auth-clock-skew'), 0),
     authorizationServers: raw('auth-authorization-server') === '' ? [issuer] : list(raw('auth-authorization-server'), ',').map((a) => absoluteUrl('auth-authorization-server', a)),
-    upstreamAuth: perRoute('upstream-auth', raw('upstream-auth'), upstreamAuth),
+    upstreamAuth: upstreamAuthByRoute,
+    ...(exchange === undefined ? {} : { exchange }),
   };
   if (mode === AuthMode.jwt) {
     for (const flag of ['auth-introspection-url', 'auth-introspection-client-id', 'auth-introspection-client-secret'] as const) {
@@ -174,8 +200,52 @@ function tokenType(value: string): JwtTokenType {
 }
 
 function upstreamAuth(value: string): UpstreamAuth {
-  if (value === UpstreamAuth.forward || value === UpstreamAuth.strip) return value;
-  throw new ConfigError(`invalid --upstream-auth ${JSON.stringify(value)}; allowed: forward or strip (MODE for /mcp, /path=MODE for another route)`);
+  if (value === UpstreamAuth.forward || value === UpstreamAuth.strip || value === UpstreamAuth.exchange) return value;
+  throw new ConfigError(`invalid --upstream-auth ${JSON.stringify(value)}; allowed: strip, forward or exchange (MODE for /mcp, /path=MODE for another route)`);
+}
+
+const EXCHANGE_FLAGS = ['upstream-audience', 'auth-token-endpoint', 'auth-exchange-client-id', 'auth-exchange-client-secret'] as const;
+
+/**
+ * The token exchange flags, checked against the routes that exchange:
+ * each exchange route names its upstream's resource URI and no other route
+ * does; the endpoint and the client are given exactly when some route
+ * exchanges.
+ */
+function exchangeConfig(raw: (flag: AuthFlag) => string, modes: Readonly<Record<string, UpstreamAuth>>, resources: Readonly<Record<string, string>>): TokenExchangeConfig | undefined {
+  const routes = Object.keys(modes).filter((route) => modes[route] === UpstreamAuth.exchange);
+  if (routes.length === 0) {
+    const stray = EXCHANGE_FLAGS.find((flag) => raw(flag) !== '');
+    if (stray !== undefined) throw new ConfigError(`--${stray} needs a route with --upstream-auth exchange (e.g. --upstream-auth /b=exchange)`);
+    return undefined;
+  }
+  const audiences = perRoute('upstream-audience', raw('upstream-audience'), (value) => absoluteUrl('upstream-audience', value));
+  for (const [route, audience] of Object.entries(audiences)) {
+    if (modes[route] !== UpstreamAuth.exchange) {
+      throw new ConfigError(`--upstream-audience names route ${route}, whose --upstream-auth is ${modes[route] ?? 'strip (the default)'}; it applies only to a route with --upstream-auth ${route === DEFAULT_ROUTE ? '' : `${route}=`}exchange`);
+    }
+    // A token minted for the upstream must be good at the upstream only: if
+    // its audience were a route's, the upstream could replay it at the
+    // gateway as the caller.
+    const route2 = Object.keys(resources).find((r) => resources[r] === audience);
+    if (route2 !== undefined) {
+      throw new ConfigError(`--upstream-audience for route ${route} is route ${route2}'s --auth-audience ${audience}: the upstream could replay a token exchanged for it at the gateway; give the upstream's own resource URI`);
+    }
+  }
+  const missing = routes.filter((route) => audiences[route] === undefined);
+  if (missing.length > 0) {
+    throw new ConfigError(`--upstream-auth exchange needs the upstream's resource URI for every exchange route: give ${missing.map((r) => `--upstream-audience ${r === DEFAULT_ROUTE ? '' : `${r}=`}https://upstream.example/mcp`).join(' ')}`);
+  }
+  const need = (flag: (typeof EXCHANGE_FLAGS)[number]): string => {
+    if (raw(flag) === '') throw new ConfigError(`--upstream-auth exchange needs --${flag}`);
+    return raw(flag);
+  };
+  return {
+    tokenEndpoint: absoluteUrl('auth-token-endpoint', need('auth-token-endpoint')),
+    clientId: need('auth-exchange-client-id'),
+    clientSecret: need('auth-exchange-client-secret'),
+    audiences,
+  };
 }
 
 const ROUTE_PATH = /^\/[A-Za-z0-9._~/-]*$/;

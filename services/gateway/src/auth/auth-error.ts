@@ -1,9 +1,11 @@
 /**
  * Why a request's credentials were refused, in the terms of RFC 6750 and
  * the MCP authorization spec. `issuer_unavailable` is ours: the issuer's
- * keys or introspection endpoint could not be reached, which is answered
- * 503 (retry), never 401 (which would send the client to re-authenticate
- * for no fault of its own).
+ * keys, introspection or token endpoint could not be reached, which is
+ * answered 503 (retry), never 401 (which would send the client to
+ * re-authenticate for no fault of its own). `exchange_refused` is ours too:
+ * the issuer answered, but would not exchange the caller's good token for
+ * the upstream's (RFC 8693), which is a 502 (token-exchange.ts says why).
  */
 export const AuthErrorCode = {
   /** RFC 6750 section 3.1: the request itself is malformed (two `Authorization` headers): 400. */
@@ -11,6 +13,7 @@ export const AuthErrorCode = {
   invalidToken: 'invalid_token',
   insufficientScope: 'insufficient_scope',
   issuerUnavailable: 'issuer_unavailable',
+  exchangeRefused: 'exchange_refused',
 } as const;
 export type AuthErrorCode = (typeof AuthErrorCode)[keyof typeof AuthErrorCode];
 
@@ -45,3 +48,7 @@ export const invalidRequest = (reason: string, description: string): AuthError =
 
 export const issuerUnavailable = (description: string, cause?: unknown): AuthError =>
   new AuthError(AuthErrorCode.issuerUnavailable, 'issuer_unavailable', description, [], cause === undefined ? undefined : { cause });
+
+/** `issuerError`: the token endpoint's OAuth `error` code, or `unknown`; never its description. */
+export const exchangeRefused = (issuerError: string): AuthError =>
+  new AuthError(AuthErrorCode.exchangeRefused, 'exchange_refused', `the issuer refused to exchange the access token for the upstream's (${issuerError})`);

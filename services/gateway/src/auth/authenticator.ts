@@ -4,10 +4,11 @@ import { header } from '../http/request.js';
 import type { AuthConfig } from './auth-config.js';
 import { invalidRequest, invalidToken, noCredentials } from './auth-error.js';
 import type { Identity } from './identity.js';
-import { requireScopes } from './identity.js';
+import { requireScopes, requireUnexpired } from './identity.js';
 import { createIntrospectionVerifier } from './introspection.js';
 import { createJwtVerifier } from './jwt.js';
 import type { TokenVerifier } from './jwt.js';
+import { createTokenExchange } from './token-exchange.js';
 import { TETHER_IDENTITY, TETHER_PRINCIPAL, upstreamIdentity } from './upstream-identity.js';
 
 /**
@@ -22,9 +23,10 @@ export interface Caller {
   /**
    * Headers every upstream request made for this caller carries, by the
    * route's `--upstream-auth`: none of the caller's credentials and the
-   * verified principal instead (`strip`, the default), or its
+   * verified principal instead (`strip`, the default), its
    * `Authorization` unchanged (`forward`; and `--auth none`, where the
-   * header is the trusted identity).
+   * header is the trusted identity), or a token the issuer minted for the
+   * upstream in exchange for it (`exchange`).
    */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
 }
@@ -55,6 +57,8 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     };
   }
   const verifier: TokenVerifier = config.mode === 'jwt' ? createJwtVerifier(config) : createIntrospectionVerifier(config);
+  const exchange = config.exchange === undefined ? undefined : createTokenExchange(config.exchange);
+  const exchangeAudiences = config.exchange?.audiences ?? {};
   return {
     async authenticate(req, route) {
       refuseRepeated(req, 'authorization');
@@ -71,12 +75,27 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
         throw invalidToken('audience', `the access token is not meant for this resource (its audience must include ${resource ?? 'this route\'s resource URI'})`);
       }
       requireScopes(identity, config.scopes);
-      const forward = config.upstreamAuth[route] === 'forward';
-      return {
-        principal: identity.principal,
-        route,
-        upstreamHeaders: forward ? { authorization } : { [TETHER_PRINCIPAL]: identity.principal, [TETHER_IDENTITY]: upstreamIdentity(identity) },
-      };
+      let upstreamHeaders: Record<string, string>;
+      switch (config.upstreamAuth[route]) {
+        case 'forward':
+          upstreamHeaders = { authorization };
+          break;
+        case 'exchange': {
+          // The issuer judges the token again, without the gateway's clock
+          // skew: one it would call expired gets the 401 a refresh fixes
+          // here, not a refused exchange.
+          requireUnexpired(identity, 0);
+          // Only the exchanged token: it names the caller (sub) and the
+          // gateway (act), signed by the issuer, for an upstream that may
+          // sit outside the gateway's network, where Tether-Principal, an
+          // unsigned header, would prove nothing.
+          upstreamHeaders = { authorization: `Bearer ${await exchange!.tokenFor(token, exchangeAudiences[route]!)}` };
+          break;
+        }
+        default:
+          upstreamHeaders = { [TETHER_PRINCIPAL]: identity.principal, [TETHER_IDENTITY]: upstreamIdentity(identity) };
+      }
+      return { principal: identity.principal, route, upstreamHeaders };
     },
   };
 }

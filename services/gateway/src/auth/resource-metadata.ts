@@ -60,6 +60,10 @@ export function createResourceMetadata(config: AuthConfig): ResourceMetadata | u
       if (err.code === AuthErrorCode.issuerUnavailable) {
         return { status: 503, code: GatewayErrorCode.unavailable, message: `Service Unavailable: ${err.description}; retry shortly`, data: { error: 'temporarily_unavailable' }, headers: { 'retry-after': String(ISSUER_RETRY_AFTER_S) } };
       }
+      // The caller's token is good here; the issuer will not delegate it to the upstream (token-exchange.ts).
+      if (err.code === AuthErrorCode.exchangeRefused) {
+        return { status: 502, code: GatewayErrorCode.upstream, message: `Bad Gateway: route ${routePath}: ${err.description}`, data: { error: err.code } };
+      }
       if (err.code === AuthErrorCode.invalidRequest) {
         return { status: 400, code: GatewayErrorCode.invalidRequest, message: `Bad Request: ${err.description}`, data: { error: err.code }, headers: { 'www-authenticate': `Bearer error="${err.code}", error_description="${quoted(err.description)}"` } };
       }

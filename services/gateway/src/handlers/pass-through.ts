@@ -65,14 +65,23 @@ export function endToEndHeaders(upstream: Readonly<Record<string, string | strin
  * another authorization server). With `--upstream-auth forward` the
  * upstream validated the same token and refused it: the client gets this
  * route's own challenge, and comes back with a fresh token from the right
- * issuer. With `strip` the upstream got no token at all: no token the
- * client could get would help, so it is the gateway's 502, naming the fix.
+ * issuer. With `strip` the upstream got no token at all, and with
+ * `exchange` one the issuer minted for it: no token the client could get
+ * would help, so it is the gateway's 502, naming the fix.
  * Undefined when the answer passes as it came.
  */
 export function upstreamRefusedCaller(ctx: GatewayContext, route: Pick<Route, 'path'>, status: number): ErrorReply | undefined {
   if (status !== 401 || ctx.resourceMetadata === undefined || ctx.config.auth.mode === 'none') return undefined;
-  if (ctx.config.auth.upstreamAuth[route.path] === 'forward') {
+  const mode = ctx.config.auth.upstreamAuth[route.path];
+  if (mode === 'forward') {
     return ctx.resourceMetadata.refusal(invalidToken('upstream_refused', 'the upstream refused the access token'), route.path);
+  }
+  if (mode === 'exchange') {
+    return {
+      status: 502,
+      code: GatewayErrorCode.upstream,
+      message: `the upstream of route ${route.path} answered 401 to the token exchanged for it: it must accept tokens from the issuer whose aud is the route's --upstream-audience`,
+    };
   }
   return {
     status: 502,
