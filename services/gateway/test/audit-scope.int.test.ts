@@ -47,10 +47,11 @@ async function auditOf(sessionId: string): Promise<AuditEvent[]> {
   if (count === 0) return [];
   const consumer = await jetstream(nc).consumers.get(stack.streamName, { filter_subjects: [filter] });
   const out: AuditEvent[] = [];
+  let seen = 0;
   for await (const m of await consumer.fetch({ max_messages: count, expires: 2_000 })) {
     const event = decodeAuditEvent(m.data);
     if (event !== undefined) out.push(event);
-    if (out.length >= count) break;
+    if ((seen += 1) >= count) break;
   }
   return out;
 }

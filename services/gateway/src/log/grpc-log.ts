@@ -8,6 +8,7 @@ import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { Cursor, LogEvent, Refusal, SessionLogErrorFields, SessionRecord, WriterState, WritesStream } from '@tether/session-log';
 import { traceparentOf } from '@tether/telemetry';
+import type { Logger } from 'pino';
 import { AuditBatcher } from './audit-batcher.js';
 import { openTasksOver } from './grpc-tasks.js';
 import type { LogPort } from './log-port.js';
@@ -27,6 +28,8 @@ export interface GrpcLogOptions {
   readonly connectTimeoutMs?: number;
   /** grpc-js client interceptors, run before the gateway's own (traceparent, token): instrumentation, or a test's lost replies. */
   readonly interceptors?: readonly Interceptor[];
+  /** Where the log reports what the service refused (audit events, as counts). Default: nowhere. */
+  readonly logger?: Pick<Logger, 'warn'>;
 }
 
 /** Resume and Follow messages both carry the next event here. */
@@ -78,18 +81,21 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
   // Audit events go out a few milliseconds' worth at a time (audit-batcher.ts); a service
   // without RecordAuditBatch (older than it) gets them one call each, as before.
   let batchAudit = true;
-  const audits = new AuditBatcher(async (events) => {
-    if (batchAudit) {
-      try {
-        await callUnary(client.recordAuditBatch.bind(client), { events }, { deadlineMs });
-        return;
-      } catch (err) {
-        if (readCallFailure(err).code !== status.UNIMPLEMENTED) return;
-        batchAudit = false;
+  const audits = new AuditBatcher(
+    async (events) => {
+      if (batchAudit) {
+        try {
+          // The service records the batch's valid events and names the others (`refused`).
+          return await callUnary(client.recordAuditBatch.bind(client), { events }, { deadlineMs });
+        } catch (err) {
+          if (readCallFailure(err).code !== status.UNIMPLEMENTED) return;
+          batchAudit = false;
+        }
       }
-    }
-    await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
-  });
+      await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
+    },
+    options.logger === undefined ? {} : { logger: options.logger },
+  );
   const lastSeq = new Map<string, number>();
   /** The expected_seq of each stream's last append whose outcome stayed unknown after every attempt (see `isRefusal`). */
   const inDoubt = new Map<string, number>();

@@ -895,8 +895,28 @@ export interface RecordAuditBatchRequest {
 
 /** RecordAuditBatch output. */
 export interface RecordAuditBatchResponse {
-  /** How many events were accepted (all of them: the call is all or nothing). */
+  /** How many events were accepted: the batch's entries less the refused ones. */
   recorded: number;
+  /** The entries not recorded, in index order; empty when every one was. */
+  refused: RefusedAuditEvent[];
+}
+
+/** One entry of a RecordAuditBatch that was not recorded, and why. */
+export interface RefusedAuditEvent {
+  /** Its index in `RecordAuditBatchRequest.events`, from 0. */
+  index: number;
+  /**
+   * Why, as a stable code (the ErrorDetail codes): `invalid_argument` (a
+   * field is malformed or out of range) or `session_not_found` (the
+   * session is unknown or another caller's: the same answer for both, as
+   * in every RPC, so a caller cannot learn whether another's session exists).
+   */
+  code: string;
+  /**
+   * For people: which field and what was wrong (`kind must be one of…`),
+   * or `session not found`. Never holds the session id.
+   */
+  message: string;
 }
 
 /** WatchAdmin input. */
@@ -5146,13 +5166,16 @@ export const RecordAuditBatchRequest: MessageFns<RecordAuditBatchRequest> = {
 };
 
 function createBaseRecordAuditBatchResponse(): RecordAuditBatchResponse {
-  return { recorded: 0 };
+  return { recorded: 0, refused: [] };
 }
 
 export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
   encode(message: RecordAuditBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.recorded !== 0) {
       writer.uint32(8).uint32(message.recorded);
+    }
+    for (const v of message.refused) {
+      RefusedAuditEvent.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -5178,6 +5201,14 @@ export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
             message.recorded = reader.uint32();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.refused.push(RefusedAuditEvent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5196,6 +5227,86 @@ export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
   fromPartial<I extends Exact<DeepPartial<RecordAuditBatchResponse>, I>>(object: I): RecordAuditBatchResponse {
     const message = createBaseRecordAuditBatchResponse();
     message.recorded = object.recorded ?? 0;
+    message.refused = object.refused?.map((e) => RefusedAuditEvent.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRefusedAuditEvent(): RefusedAuditEvent {
+  return { index: 0, code: "", message: "" };
+}
+
+export const RefusedAuditEvent: MessageFns<RefusedAuditEvent> = {
+  encode(message: RefusedAuditEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint32(message.index);
+    }
+    if (message.code !== "") {
+      writer.uint32(18).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(26).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RefusedAuditEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRefusedAuditEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RefusedAuditEvent>, I>>(base?: I): RefusedAuditEvent {
+    return RefusedAuditEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RefusedAuditEvent>, I>>(object: I): RefusedAuditEvent {
+    const message = createBaseRefusedAuditEvent();
+    message.index = object.index ?? 0;
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
     return message;
   },
 };
@@ -6674,10 +6785,16 @@ export const CursorServiceService = {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch: {
     path: "/tether.cursor.v1.CursorService/RecordAuditBatch" as const,
@@ -6977,10 +7094,16 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch: handleUnaryCall<RecordAuditBatchRequest, RecordAuditBatchResponse>;
   /**
@@ -7421,10 +7544,16 @@ export interface CursorServiceClient extends Client {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch(
     request: RecordAuditBatchRequest,
