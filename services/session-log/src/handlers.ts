@@ -122,7 +122,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
     }),
     watchControl: watchControlHandler(deps),
     watchAdmin: watchAdminHandler(deps),
-    answerAdmin: unary(auth, logger, 'AnswerAdmin', async (req) => answerAdmin(log, req)),
+    answerAdmin: unary(auth, logger, 'AnswerAdmin', async (req, ctx) => answerAdmin(log, ctx.caller, req)),
 
     recordAudit: unary(auth, logger, 'RecordAudit', async (req, ctx) => {
       const sessionId = sessionIdOf(req.sessionId);

@@ -941,7 +941,15 @@ export interface WatchAdminResponse {
    * Who asks (`tether-admin`, an operator), for the caller's log; at most
    * 64 characters.
    */
-  from?: string | undefined;
+  from?:
+    | string
+    | undefined;
+  /**
+   * First response only: the address operators reach this instance by
+   * (`tether-admin drain <address>` always does; `drain <instance>` does
+   * while no other caller names an instance so). Worth a log line.
+   */
+  address?: string | undefined;
 }
 
 /** AnswerAdmin input. */
@@ -5367,7 +5375,7 @@ export const WatchAdminRequest: MessageFns<WatchAdminRequest> = {
 };
 
 function createBaseWatchAdminResponse(): WatchAdminResponse {
-  return { requestId: "", type: 0, from: undefined };
+  return { requestId: "", type: 0, from: undefined, address: undefined };
 }
 
 export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
@@ -5380,6 +5388,9 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
     }
     if (message.from !== undefined) {
       writer.uint32(26).string(message.from);
+    }
+    if (message.address !== undefined) {
+      writer.uint32(34).string(message.address);
     }
     return writer;
   },
@@ -5421,6 +5432,14 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
             message.from = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5441,6 +5460,7 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
     message.requestId = object.requestId ?? "";
     message.type = object.type ?? 0;
     message.from = object.from ?? undefined;
+    message.address = object.address ?? undefined;
     return message;
   },
 };
@@ -6708,6 +6728,10 @@ export const CursorServiceService = {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence: {
     path: "/tether.cursor.v1.CursorService/HoldPresence" as const,
@@ -6722,7 +6746,9 @@ export const CursorServiceService = {
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter: {
     path: "/tether.cursor.v1.CursorService/ProbeWriter" as const,
@@ -6810,18 +6836,27 @@ export const CursorServiceService = {
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin: {
     path: "/tether.cursor.v1.CursorService/WatchAdmin" as const,
@@ -6833,10 +6868,11 @@ export const CursorServiceService = {
     responseDeserialize: (value: Buffer): WatchAdminResponse => WatchAdminResponse.decode(value),
   },
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin: {
     path: "/tether.cursor.v1.CursorService/AnswerAdmin" as const,
@@ -7061,12 +7097,18 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence: handleBidiStreamingCall<HoldPresenceRequest, HoldPresenceResponse>;
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter: handleUnaryCall<ProbeWriterRequest, ProbeWriterResponse>;
   /**
@@ -7109,25 +7151,35 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin: handleServerStreamingCall<WatchAdminRequest, WatchAdminResponse>;
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin: handleUnaryCall<AnswerAdminRequest, AnswerAdminResponse>;
   /**
@@ -7456,6 +7508,10 @@ export interface CursorServiceClient extends Client {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence(): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
   holdPresence(options: Partial<CallOptions>): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
@@ -7466,7 +7522,9 @@ export interface CursorServiceClient extends Client {
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter(
     request: ProbeWriterRequest,
@@ -7573,18 +7631,27 @@ export interface CursorServiceClient extends Client {
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin(request: WatchAdminRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchAdminResponse>;
   watchAdmin(
@@ -7593,10 +7660,11 @@ export interface CursorServiceClient extends Client {
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchAdminResponse>;
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin(
     request: AnswerAdminRequest,
