@@ -61,6 +61,7 @@ export {
   RecordAuditBatchResponse,
   RecordAuditRequest,
   RecordAuditResponse,
+  RefusedAuditEvent,
   ReleaseLeaseRequest,
   ReleaseLeaseResponse,
   RenewLeaseRequest,

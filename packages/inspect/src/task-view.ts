@@ -5,7 +5,7 @@
  * never spread, so a field added to `TaskRecord` later stays hidden until
  * someone decides it may be shown.
  */
-import { isWriterId, principalTag } from '@tether/session-log';
+import { callerWriterId, isWriterId, principalTag } from '@tether/session-log';
 import type { TaskRecord } from '@tether/session-log';
 import { TASK_STATUSES } from './task-statuses.js';
 import { principalMatches } from './tag.js';
@@ -29,10 +29,20 @@ export function isTaskStatusName(value: unknown): value is TaskStatusName {
 /** A stored record, or undefined for a message that is not one: the gateway's own decoder, so the operator sees exactly the tasks the gateway would read. */
 export { decodeTask } from '@tether/session-log';
 
-/** The writer id to probe for a record's runner, or the state that needs no probe. */
+/** Where the session-log service keeps the caller that created a task (tasks created over its API carry it). */
+const CALLER_KEY = 'tether.caller';
+
+/**
+ * The writer id to probe for a record's runner, or the state that needs no
+ * probe. A task created through the session-log service names its caller,
+ * and the service holds that caller's writers under ids of their own
+ * (`callerWriterId`): the runner is asked there.
+ */
 export function runnerToProbe(record: TaskRecord): string | Exclude<RunnerState, 'alive' | 'gone' | 'silent'> {
   if (record.runner === null || record.runner === undefined) return 'none';
-  return isWriterId(record.runner) ? record.runner : 'unknown';
+  if (!isWriterId(record.runner)) return 'unknown';
+  const caller = (record as unknown as Readonly<Record<string, unknown>>)[CALLER_KEY];
+  return typeof caller === 'string' ? callerWriterId(caller, record.runner) : record.runner;
 }
 
 /** Bytes of a value's JSON; 0 when absent. */

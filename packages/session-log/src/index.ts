@@ -11,7 +11,7 @@ export type { AppendOptions, AppendResult } from './writer.js';
 export { storedHeaderValue } from './publish.js';
 export { SessionRegistry } from './registry.js';
 export type { SessionRecord, SessionState } from './registry.js';
-export { isWriterId, newWriterId, probeWriter } from './presence.js';
+export { callerWriterId, isWriterId, newWriterId, probeWriter } from './presence.js';
 export type { WriterState, WritesStream } from './presence.js';
 export { LeaseTable } from './leases.js';
 export type { Lease } from './leases.js';

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { isNoResponders, SessionLogError, SessionLogErrorCode } from './errors.js';
 import type { Subjects } from './wire.js';
@@ -45,6 +45,20 @@ export function newWriterId(): string {
 
 export function isWriterId(value: unknown): value is string {
   return typeof value === 'string' && WRITER_ID.test(value);
+}
+
+/**
+ * The writer id a session-log service holds and probes for writer
+ * `writerId` of one of its callers (cursor.proto: HoldPresence,
+ * ProbeWriter): a digest of both, so two callers naming the same writer
+ * are two writers, and no caller can answer for, or probe, another's. Itself
+ * a writer id (43 characters), never one `newWriterId` draws (16). An
+ * operator probing a task's runner whose record names its caller
+ * (`tether.caller`) asks this id.
+ */
+export function callerWriterId(caller: string, writerId: string): string {
+  assertWriterId(writerId);
+  return createHash('sha256').update('tether-writer\0').update(caller, 'utf8').update('\0').update(writerId).digest('base64url');
 }
 
 export function assertWriterId(value: unknown): asserts value is string {

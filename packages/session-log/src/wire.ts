@@ -135,6 +135,14 @@ export interface Subjects {
   audit(sessionId: string): string;
   /** `<prefix>.admin.<instance>`: operator requests to one gateway instance (`drain`), from tether-admin. */
   admin(instanceId: string): string;
+  /**
+   * `<prefix>.admin_where.<instance>`: asked by tether-admin before a drain;
+   * a session-log service answers with the address (`admin` subject's
+   * instance part) of each gateway on `--log grpc://` it holds by that name,
+   * one per caller (its WatchAdmin calls), so a name never reaches another
+   * caller's gateway unseen.
+   */
+  adminWhere(instanceId: string): string;
   /** `<prefix>.edge.task.>`: what the task stream captures (the gateway's tasks, 2026-07-28). */
   readonly taskWildcard: string;
   /** `<prefix>.edge.task.<task>`: one task's record (one message per subject). */
@@ -173,6 +181,7 @@ export function createSubjects(prefix: string, partitions = 1): Subjects {
     auditWildcard: `${prefix}.audit.>`,
     audit: (sessionId) => `${prefix}.audit.${within(sessionId)}`,
     admin: (instanceId) => `${prefix}.admin.${instanceId}`,
+    adminWhere: (instanceId) => `${prefix}.admin_where.${instanceId}`,
     taskWildcard: `${prefix}.edge.task.>`,
     task: (taskId) => `${prefix}.edge.task.${taskId}`,
     taskLiveWildcard: `${prefix}.edge.live.>`,

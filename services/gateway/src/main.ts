@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   }
   const ignored = ignoredWithGrpcLog(config);
   if (ignored.length > 0) logger.warn({ flags: ignored }, "log layout flags ignored with --log grpc://: the session-log service's own settings lay out the log");
-  const log = await openLog(config);
+  const log = await openLog(config, logger.child({ instance: config.instanceId, component: 'log' }));
   const gateway = createGateway(config, log, logger.child({ instance: config.instanceId }), createTetherMetrics());
   let stopping = false;
   const stop = (signal: string): void => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import type { RecordAuditRequest } from '@tether/cursor-proto';
 import { AuditBatcher } from '../src/log/audit-batcher.js';
 
@@ -32,5 +33,29 @@ describe('AuditBatcher', () => {
     expect(batches).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
     await b.flush();
     expect(batches).toHaveLength(3);
+  });
+
+  it('logs refused events as counts by code, at most one line per logEveryMs, and what is left on flush()', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    // The service's answer: every event whose atMs is odd refused, as not the caller's.
+    const b = new AuditBatcher(async (events) => ({ refused: events.filter((e) => e.atMs % 2 === 1).map(() => ({ code: 'session_not_found' })) }), { maxEvents: 2, delayMs: 10_000, logger, logEveryMs: 200 });
+    const counts = (): unknown[] => lines.map((l) => [l['msg'], l['refused'], l['byCode']]);
+    for (let i = 0; i < 2; i += 1) b.add(event(i));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(counts()).toEqual([['audit events refused by the session-log service', 1, { session_not_found: 1 }]]);
+    // Within the next 200 ms: counted, not yet logged; then one line for both batches.
+    for (let i = 2; i < 6; i += 1) b.add(event(i));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(lines).toHaveLength(1);
+    await expect.poll(() => counts(), { timeout: 2_000 }).toEqual([counts()[0], ['audit events refused by the session-log service', 2, { session_not_found: 2 }]]);
+    // Within 200 ms of that line again: flush() logs what is counted at once.
+    b.add(event(6));
+    b.add(event(7));
+    await b.flush();
+    expect(counts()).toHaveLength(3);
+    expect(counts()[2]).toEqual(['audit events refused by the session-log service', 1, { session_not_found: 1 }]);
+    // Never an event or a session id in a line.
+    expect(JSON.stringify(lines)).not.toMatch(/"s\d/);
   });
 });

@@ -1,13 +1,29 @@
 /**
  * Operator requests for gateways without NATS (`--log grpc://`): WatchAdmin
- * holds `<prefix>.admin.<instance>` on NATS for its caller, where in-process
- * gateways listen themselves, so tether-admin's `drain <instance>` and the
- * operator API's DrainInstance reach both kinds unchanged. AnswerAdmin
- * carries the gateway's answer back; it may land on another service
- * instance than the stream (a balancer picks per call), so every answer goes
- * over NATS on `<prefix>.admin_answer.<instance>`, which each WatchAdmin
- * call of that instance also holds, and the call that forwarded the request
- * (its random id) replies to the requester.
+ * holds, for its caller, the subject tether-admin's `drain` and the operator
+ * API's DrainInstance send to, and forwards what comes. AnswerAdmin carries
+ * the gateway's answer back; it may land on another service instance than
+ * the stream (a balancer picks per call), so every answer goes over NATS on
+ * `<prefix>.admin_answer.<address>`, which each WatchAdmin call of that
+ * address also holds, and the call that forwarded the request (its random
+ * id) replies to the requester.
+ *
+ * Instance ids are scoped per caller, as ServeCancels' writer ids are: any
+ * caller may name any instance, so the subject held is not the plain
+ * `<prefix>.admin.<instance>` (another tenant's token watching a victim's
+ * name would get its drain requests and could answer them first, ok or
+ * not, for it) but `<prefix>.admin.<address>`, the address being
+ * `grpc.<caller tag>.<instance>`. Another caller naming the same instance
+ * holds another address. The operator still drains by name: tether-admin
+ * asks `<prefix>.admin_where.<instance>` first (requestDrain in
+ * @tether/inspect), which every WatchAdmin call of that name answers with
+ * its address; one address is drained, several (two callers naming one
+ * instance) are named back to the operator and none is drained, so a
+ * caller can at worst make a name ambiguous, never take its requests. The
+ * address also comes in the call's first response for the gateway to log,
+ * and an operator may give it instead of the name. Plain
+ * `<prefix>.admin.<instance>` stays the in-process gateways' (NATS
+ * permissions guard it).
  */
 import { randomBytes } from 'node:crypto';
 import { AdminRequestType as WireAdminType } from '@tether/cursor-proto';
@@ -16,6 +32,7 @@ import { createSubjects, parseAdminRequest } from '@tether/session-log';
 import type { AdminAnswer, SessionLog } from '@tether/session-log';
 import { textOf } from './convert.js';
 import { invalid } from './errors.js';
+import { callerTag } from './scope.js';
 import { send, streaming } from './streams.js';
 import type { StreamDeps } from './streams.js';
 
@@ -38,9 +55,24 @@ export function instanceIdOf(name: string, value: string): string {
   return value;
 }
 
-/** Where AnswerAdmin publishes an answer for the WatchAdmin calls of one instance. Core NATS, outside the log stream's subjects. */
-function answerSubject(prefix: string, instance: string): string {
-  return `${prefix}.admin_answer.${instance}`;
+/** Longest instance id of a caller: its address (`grpc.` + 22 + `.` + instance) must be an instance id tether-admin accepts (128). */
+const MAX_INSTANCE_CHARS = 100;
+
+/** The caller's instance as operators address it: the `admin` subject's instance part, never another caller's. */
+export function adminAddress(caller: string, instance: string): string {
+  return `grpc.${callerTag(caller)}.${instance}`;
+}
+
+/** A caller's instance id, checked, and its address. */
+function addressed(caller: string, value: string): { readonly instance: string; readonly address: string } {
+  const instance = instanceIdOf('instance', value);
+  if (instance.length > MAX_INSTANCE_CHARS) throw invalid(`instance is longer than ${MAX_INSTANCE_CHARS} characters: its address, grpc.<caller tag>.<instance>, must fit in 128`);
+  return { instance, address: adminAddress(caller, instance) };
+}
+
+/** Where AnswerAdmin publishes an answer for the WatchAdmin calls of one address. Core NATS, outside the log stream's subjects. */
+function answerSubject(prefix: string, address: string): string {
+  return `${prefix}.admin_answer.${address}`;
 }
 
 interface WireAnswer {
@@ -50,9 +82,10 @@ interface WireAnswer {
 }
 
 export function watchAdminHandler(deps: StreamDeps) {
-  return streaming<WatchAdminRequest, WatchAdminResponse>(deps, 'WatchAdmin', async (call, _caller, signal) => {
-    const instance = instanceIdOf('instance', call.request.instance);
+  return streaming<WatchAdminRequest, WatchAdminResponse>(deps, 'WatchAdmin', async (call, caller, signal) => {
+    const { instance, address } = addressed(caller, call.request.instance);
     const prefix = deps.log.config.subjectPrefix;
+    const subjects = createSubjects(prefix);
     const nc = deps.log.connection;
     const pending = new Map<string, { readonly msg: Msg; readonly timer: NodeJS.Timeout }>();
     const reply = (msg: Msg, answer: AdminAnswer): void => void msg.respond(JSON.stringify(answer));
@@ -69,7 +102,7 @@ export function watchAdminHandler(deps: StreamDeps) {
       if (ended && pending.size === 0) answers.unsubscribe();
     };
     const timedOut = (): string => `instance ${instance} (a gateway on the session-log service) did not answer within ${ADMIN_ANSWER_TIMEOUT_MS} ms${ended ? '; its admin stream ended' : ''}`;
-    const answers: Subscription = nc.subscribe(answerSubject(prefix, instance), {
+    const answers: Subscription = nc.subscribe(answerSubject(prefix, address), {
       callback: (err, msg) => {
         if (err !== null) return;
         try {
@@ -80,15 +113,20 @@ export function watchAdminHandler(deps: StreamDeps) {
         }
       },
     });
-    const requests = nc.subscribe(createSubjects(prefix).admin(instance));
-    const stop = (): void => requests.unsubscribe();
+    const requests = nc.subscribe(subjects.admin(address));
+    // tether-admin's question before a drain by name: this call's address.
+    const where = nc.subscribe(subjects.adminWhere(instance), { callback: (err, msg) => void (err === null && msg.respond(address)) });
+    const stop = (): void => {
+      requests.unsubscribe();
+      where.unsubscribe();
+    };
     signal.addEventListener('abort', stop, { once: true });
     try {
-      // Both subscriptions are registered locally; a flush makes sure the
+      // The subscriptions are registered locally; a flush makes sure the
       // server has them before we tell the caller it is open.
       await nc.flush();
-      await send(call, { requestId: '', type: WireAdminType.UNSPECIFIED }, signal);
-      deps.logger.info({ instance }, 'admin watcher open');
+      await send(call, { requestId: '', type: WireAdminType.UNSPECIFIED, address }, signal);
+      deps.logger.info({ instance, address }, 'admin watcher open');
       for await (const msg of requests) {
         const request = parseAdminRequest(msg.data);
         if (request === undefined) {
@@ -107,7 +145,7 @@ export function watchAdminHandler(deps: StreamDeps) {
       }
     } finally {
       signal.removeEventListener('abort', stop);
-      requests.unsubscribe();
+      stop();
       ended = true;
       if (pending.size === 0) answers.unsubscribe();
       deps.logger.info({ instance }, 'admin watcher closed');
@@ -115,12 +153,12 @@ export function watchAdminHandler(deps: StreamDeps) {
   });
 }
 
-/** AnswerAdmin's body: checked, then published for whichever WatchAdmin call holds the request. */
-export function answerAdmin(log: SessionLog, req: AnswerAdminRequest): AnswerAdminResponse {
-  const instance = instanceIdOf('instance', req.instance);
+/** AnswerAdmin's body: checked, then published for whichever WatchAdmin call of the caller's holds the request. */
+export function answerAdmin(log: SessionLog, caller: string, req: AnswerAdminRequest): AnswerAdminResponse {
+  const { address } = addressed(caller, req.instance);
   if (!REQUEST_ID.test(req.requestId)) throw invalid('request_id is not one WatchAdmin sent (32 lowercase hex digits)');
   const detail = textOf('detail', req.detail, MAX_DETAIL_BYTES);
   const answer: WireAnswer = { requestId: req.requestId, ok: req.ok, detail };
-  log.connection.publish(answerSubject(log.config.subjectPrefix, instance), JSON.stringify(answer));
+  log.connection.publish(answerSubject(log.config.subjectPrefix, address), JSON.stringify(answer));
   return {};
 }

@@ -1,10 +1,11 @@
 import type { Metadata } from '@grpc/grpc-js';
-import type { RecordAuditRequest } from '@tether/cursor-proto';
+import type { RecordAuditBatchResponse, RecordAuditRequest, RefusedAuditEvent } from '@tether/cursor-proto';
 import { isStreamId, ResumeVerdict } from '@tether/protocol';
-import { AuditKind, isWriterId } from '@tether/session-log';
+import { AuditKind, isWriterId, SessionLogErrorCode } from '@tether/session-log';
 import type { AuditEvent, AuditRecord, SessionLog } from '@tether/session-log';
-import { countOf, textOf } from './convert.js';
-import { invalid } from './errors.js';
+import { countOf, sessionIdOf, textOf } from './convert.js';
+import { CursorServiceError, invalid } from './errors.js';
+import type { CallerScope } from './scope.js';
 
 /** The service's own instance name in audit events when `--instance-id` is not given. */
 export const DEFAULT_INSTANCE_ID = 'tether-session-log';
@@ -61,6 +62,46 @@ export function auditEventOf(req: RecordAuditRequest, nowMs: number): AuditEvent
   if (req.from !== undefined) record.from = writerOf('from', req.from);
   if (req.reason !== undefined) record.reason = textOf('reason', req.reason, MAX_REASON_BYTES);
   return { v: 1, atMs, instance, ...record };
+}
+
+/**
+ * RecordAuditBatch's body (the batch's size checked before): each entry is
+ * checked as RecordAudit checks it, on its own, and refused on its own. A
+ * gateway's batch mixes events of many users' sessions, so one bad or
+ * foreign entry must not cost the others theirs. Ownership is asked once
+ * per distinct session, every answer before the first publish: a registry
+ * that cannot answer fails the call with nothing recorded, never half.
+ * A foreign session and an unknown one are refused alike (`session_not_found`).
+ */
+export async function recordAuditBatch(log: SessionLog, scope: CallerScope, caller: string, entries: readonly RecordAuditRequest[], nowMs: number): Promise<RecordAuditBatchResponse> {
+  const refused: RefusedAuditEvent[] = [];
+  const checked: { readonly index: number; readonly sessionId: string; readonly event: AuditEvent }[] = [];
+  for (const [index, entry] of entries.entries()) {
+    try {
+      checked.push({ index, sessionId: sessionIdOf(entry.sessionId), event: auditEventOf(entry, nowMs) });
+    } catch (err) {
+      if (!(err instanceof CursorServiceError)) throw err;
+      refused.push({ index, code: err.code, message: err.message });
+    }
+  }
+  const owned = new Set<string>();
+  await Promise.all(
+    [...new Set(checked.map((c) => c.sessionId))].map(async (sessionId) => {
+      if (await scope.owns(sessionId, caller)) owned.add(sessionId);
+    }),
+  );
+  let recorded = 0;
+  for (const { index, sessionId, event } of checked) {
+    if (!owned.has(sessionId)) {
+      refused.push({ index, code: SessionLogErrorCode.sessionNotFound, message: 'session not found' });
+      continue;
+    }
+    // Fire and forget, like RecordAudit: a core publish the log stream captures.
+    log.recordAudit(sessionId, event);
+    recorded += 1;
+  }
+  refused.sort((a, b) => a.index - b.index);
+  return { recorded, refused };
 }
 
 function streamOf(name: string, stream: string): string {

@@ -5,11 +5,11 @@ import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
 import { answerAdmin, watchAdminHandler } from './admin.js';
 import { Appender } from './append.js';
-import { auditEventOf, createServiceAudit, DEFAULT_INSTANCE_ID } from './audit.js';
+import { auditEventOf, createServiceAudit, DEFAULT_INSTANCE_ID, recordAuditBatch } from './audit.js';
 import type { AppendLimits } from './append.js';
 import type { Authenticator } from './auth.js';
 import { countOf, fromProtoLease, sessionIdOf, streamIdOf, textOf, toProtoEvent, toProtoLease } from './convert.js';
-import { CursorServiceError, invalid } from './errors.js';
+import { invalid } from './errors.js';
 import { CallerScope, StreamLimiter } from './scope.js';
 import { SessionHandlers } from './sessions.js';
 import { holdPresenceHandler, probeWriterHandler } from './presence.js';
@@ -122,7 +122,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
     }),
     watchControl: watchControlHandler(deps),
     watchAdmin: watchAdminHandler(deps),
-    answerAdmin: unary(auth, logger, 'AnswerAdmin', async (req) => answerAdmin(log, req)),
+    answerAdmin: unary(auth, logger, 'AnswerAdmin', async (req, ctx) => answerAdmin(log, ctx.caller, req)),
 
     recordAudit: unary(auth, logger, 'RecordAudit', async (req, ctx) => {
       const sessionId = sessionIdOf(req.sessionId);
@@ -135,19 +135,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
 
     recordAuditBatch: unary(auth, logger, 'RecordAuditBatch', async (req, ctx) => {
       if (req.events.length > options.maxBatchEntries) throw invalid(`a batch holds at most ${options.maxBatchEntries} events, got ${req.events.length}`);
-      // All or nothing: every entry checked, every session the caller's, before the first is published.
-      const now = Date.now();
-      const checked = req.events.map((entry, i) => {
-        try {
-          return { sessionId: sessionIdOf(entry.sessionId), event: auditEventOf(entry, now) };
-        } catch (err) {
-          if (err instanceof CursorServiceError) throw invalid(`events[${i}]: ${err.message}`, err.fields);
-          throw err;
-        }
-      });
-      await Promise.all([...new Set(checked.map((c) => c.sessionId))].map((sessionId) => scope.check(sessionId, ctx.caller)));
-      for (const { sessionId, event } of checked) log.recordAudit(sessionId, event);
-      return { recorded: checked.length };
+      return recordAuditBatch(log, scope, ctx.caller, req.events, Date.now());
     }),
 
     // Tasks (tasks.ts, task-cancels.ts): the library's TaskTable, scoped per caller.

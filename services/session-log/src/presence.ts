@@ -1,7 +1,7 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { WriterState as ProtoWriterState } from '@tether/cursor-proto';
 import type { HoldPresenceRequest, HoldPresenceResponse, ProbeWriterRequest, ProbeWriterResponse } from '@tether/cursor-proto';
-import { isWriterId } from '@tether/session-log';
+import { callerWriterId, isWriterId } from '@tether/session-log';
 import type { SessionLog, WriterState } from '@tether/session-log';
 import type { TetherMetrics } from '@tether/telemetry';
 import type { Logger } from 'pino';
@@ -37,6 +37,13 @@ export interface PresenceDeps {
  * own) is thereby exactly as probe-able as one on NATS: its HTTP/2
  * connection dies with it, the call ends, the subscription goes, and
  * probes get "no responders".
+ *
+ * Writer ids are the caller's own names, like ServeCancels' (task-cancels.ts):
+ * the presence held is `callerWriterId(caller, writer)`, which ProbeWriter
+ * asks for the same caller only. Another caller holding the same id holds
+ * another presence, so it can neither answer "writing" for a victim's
+ * writer (keeping its dead streams from being taken over) nor hear its
+ * sessions' ids in the questions.
  */
 export function holdPresenceHandler(deps: PresenceDeps) {
   return (call: ServerDuplexStream<HoldPresenceRequest, HoldPresenceResponse>): void => {
@@ -76,7 +83,7 @@ export function holdPresenceHandler(deps: PresenceDeps) {
           end();
           return;
         }
-        held = deps.log.holdPresence(message.writer, (sessionId, stream) => {
+        held = deps.log.holdPresence(callerWriterId(caller, message.writer), (sessionId, stream) => {
           if (ended) return false;
           const question = nextQuestion++;
           return new Promise<boolean>((resolve, reject) => {
@@ -107,16 +114,21 @@ export function holdPresenceHandler(deps: PresenceDeps) {
   };
 }
 
-/** ProbeWriter: a stream's writer must be asked within the caller's own session. */
+/**
+ * ProbeWriter: the caller's own writer (as HoldPresence holds it), and a
+ * stream's writer asked within the caller's own session. Another caller's
+ * writer of the same id is GONE to it.
+ */
 export async function probeWriterHandler(log: SessionLog, scope: CallerScope, req: ProbeWriterRequest, caller: string): Promise<ProbeWriterResponse> {
   if (!isWriterId(req.writer)) throw invalid('writer is malformed (expected 8 to 64 characters of A-Z, a-z, 0-9, _ and -)');
+  const writer = callerWriterId(caller, req.writer);
   const hasSession = req.sessionId !== undefined && req.sessionId !== '';
   const hasStream = req.stream !== undefined && req.stream !== '';
   if (hasSession !== hasStream) throw invalid('session_id and stream go together');
   const timeoutMs = req.timeoutMs === undefined || req.timeoutMs === 0 ? PROBE_TIMEOUT_MS : countOf('timeout_ms', req.timeoutMs, 10, 5_000);
-  if (!hasSession) return { state: STATES[await log.probeWriter(req.writer, timeoutMs)] };
+  if (!hasSession) return { state: STATES[await log.probeWriter(writer, timeoutMs)] };
   const sessionId = sessionIdOf(req.sessionId!);
   const stream = streamIdOf(req.stream!);
   await scope.check(sessionId, caller);
-  return { state: STATES[await log.probeWriter(req.writer, timeoutMs, sessionId, stream)] };
+  return { state: STATES[await log.probeWriter(writer, timeoutMs, sessionId, stream)] };
 }

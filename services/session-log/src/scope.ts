@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { SessionLog, SessionRecord } from '@tether/session-log';
 import { CursorServiceError, ServiceErrorCode } from './errors.js';
@@ -51,6 +52,19 @@ export class CallerScope {
     if (record === undefined || record.meta[CALLER_META_KEY] !== caller) throw notFound(sessionId);
     return record;
   }
+}
+
+/**
+ * A caller's tag in the NATS subjects the service holds for it (task
+ * cancels, admin requests): 22 base64url characters of a digest of the
+ * caller, so a subject built from it is that caller's alone, and another
+ * caller's id, whatever it names, never lands there. Not a secret, and no
+ * secret goes into it (a caller is a token's name, never the token). The
+ * digest's label is `tether-cancel` because cancels used it first: kept,
+ * so their subjects stay the same across a rolling upgrade.
+ */
+export function callerTag(caller: string): string {
+  return createHash('sha256').update('tether-cancel\0').update(caller, 'utf8').digest('base64url').slice(0, 22);
 }
 
 export function notFound(sessionId: string): SessionLogError {

@@ -16,7 +16,6 @@
  * caller, so a caller's RequestCancel reaches only its own ServeCancels
  * calls, and no caller hears another's task ids.
  */
-import { createHash } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { CancelAnswer as ProtoCancelAnswer, cancelAnswerFromSpelling } from '@tether/cursor-proto';
 import type { RequestCancelRequest, RequestCancelResponse, ServeCancelsRequest, ServeCancelsResponse } from '@tether/cursor-proto';
@@ -27,6 +26,7 @@ import type { Logger } from 'pino';
 import type { Authenticator } from './auth.js';
 import { countOf } from './convert.js';
 import { invalid, toGrpcStatus } from './errors.js';
+import { callerTag } from './scope.js';
 import type { StreamLimiter } from './scope.js';
 import { taskIdOf } from './tasks.js';
 import type { ServiceTasks } from './tasks.js';
@@ -47,7 +47,7 @@ type Msg = Parameters<NonNullable<NonNullable<Parameters<SessionLog['connection'
  * Dotted, so it never equals a writer id of a gateway on NATS (one token).
  */
 export function callerWriter(caller: string, writer: string): string {
-  return `grpc.${createHash('sha256').update('tether-cancel\0').update(caller, 'utf8').digest('base64url').slice(0, 22)}.${writer}`;
+  return `grpc.${callerTag(caller)}.${writer}`;
 }
 
 export interface CancelDeps {

@@ -11,10 +11,12 @@ import { failure, startServiceFixture, TOKENS } from './fixture.js';
 import type { ServiceFixture } from './fixture.js';
 
 /**
- * WatchAdmin / AnswerAdmin: operator requests on `<prefix>.admin.<instance>`
+ * WatchAdmin / AnswerAdmin: operator requests on `<prefix>.admin.<address>`
+ * (the caller's address of its instance, given in the first response)
  * reach a caller without NATS, and its answer goes back to the requester,
  * even through another service instance. Two real service processes on one
- * real nats-server; the requester is a plain NATS client, as tether-admin is.
+ * real nats-server; the requester is a plain NATS client, as tether-admin is
+ * (caller-scope.int.test.ts has tether-admin's own drain by name).
  */
 let fx: ServiceFixture;
 let client: CursorServiceClient;
@@ -60,37 +62,39 @@ function watch(instance: string, on: CursorServiceClient = client) {
   };
 }
 
-const ask = async (instance: string, body: unknown = { type: 'drain', from: 'test' }, timeoutMs = 5_000): Promise<AdminAnswer> =>
-  (await nc.request(subjects.admin(instance), JSON.stringify(body), { timeout: timeoutMs })).json<AdminAnswer>();
+/** A request as tether-admin sends it, to the instance's address. */
+const ask = async (address: string, body: unknown = { type: 'drain', from: 'test' }, timeoutMs = 5_000): Promise<AdminAnswer> =>
+  (await nc.request(subjects.admin(address), JSON.stringify(body), { timeout: timeoutMs })).json<AdminAnswer>();
 
 const answer = (on: CursorServiceClient, instance: string, requestId: string, ok: boolean, detail: string) => callUnary(on.answerAdmin.bind(on), { instance, requestId, ok, detail });
 
 describe('WatchAdmin and AnswerAdmin', () => {
   it('forwards a drain request and replies on NATS with the answer, given on another service instance', async () => {
     const w = watch('gw-x.1');
-    expect(await w.opened).toMatchObject({ requestId: '', type: AdminRequestType.UNSPECIFIED });
-    const asked = ask('gw-x.1');
+    const { address } = await w.opened;
+    expect(await w.opened).toMatchObject({ requestId: '', type: AdminRequestType.UNSPECIFIED, address: expect.stringMatching(/^grpc\.[A-Za-z0-9_-]{22}\.gw-x\.1$/) });
+    const asked = ask(address!);
     const request = await w.next();
     expect(request).toMatchObject({ type: AdminRequestType.DRAIN, from: 'test' });
     expect(request.requestId).toMatch(/^[0-9a-f]{32}$/);
     await answer(other, 'gw-x.1', request.requestId, true, 'draining');
     expect(await asked).toEqual({ ok: true, instance: 'gw-x.1', detail: 'draining' });
     // A malformed request is answered by the service, never forwarded.
-    expect(await ask('gw-x.1', { type: 'reboot' })).toEqual({ ok: false, instance: 'gw-x.1', detail: 'not an admin request' });
+    expect(await ask(address!, { type: 'reboot' })).toEqual({ ok: false, instance: 'gw-x.1', detail: 'not an admin request' });
     w.call.cancel();
   });
 
   it('answers ok: false when the caller does not answer in time; a caller whose stream ended may still answer', async () => {
     const w = watch('gw-silent');
-    await w.opened;
+    const { address } = await w.opened;
     const started = Date.now();
-    const late = await ask('gw-silent');
+    const late = await ask(address!);
     expect(late).toEqual({ ok: false, instance: 'gw-silent', detail: 'instance gw-silent (a gateway on the session-log service) did not answer within 2000 ms' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
     // An answer after the timeout is accepted and dropped.
     await answer(client, 'gw-silent', (await w.next()).requestId, true, 'too late');
     // A caller that ends its stream may still answer what it was asked (a gateway answers, then drains).
-    const answered = ask('gw-silent');
+    const answered = ask(address!);
     const asked = await w.next();
     w.call.cancel();
     await new Promise((r) => setTimeout(r, 200));
@@ -98,13 +102,13 @@ describe('WatchAdmin and AnswerAdmin', () => {
     expect(await answered).toEqual({ ok: true, instance: 'gw-silent', detail: 'draining' });
     // One that does not is timed out all the same, saying the stream ended.
     const w2 = watch('gw-silent');
-    await w2.opened;
-    const unanswered = ask('gw-silent');
+    expect((await w2.opened).address).toBe(address);
+    const unanswered = ask(address!);
     await w2.next();
     w2.call.cancel();
     expect(await unanswered).toEqual({ ok: false, instance: 'gw-silent', detail: 'instance gw-silent (a gateway on the session-log service) did not answer within 2000 ms; its admin stream ended' });
     // Nobody listens now: NATS says so (tether-admin's instance_not_found).
-    await expect(ask('gw-silent', undefined, 500)).rejects.toThrow(/503|no responders/i);
+    await expect(ask(address!, undefined, 500)).rejects.toThrow(/503|no responders/i);
   });
 
   it('refuses bad instance ids and request ids by name', async () => {

@@ -141,27 +141,47 @@ describe('RecordAuditBatch', () => {
     const a = (await alice.open('u', {})).session!.sessionId;
     const b = (await alice.open('u', {})).session!.sessionId;
     const answer = await recordBatch(aliceClient, [request(a, { kind: 'post', status: 200 }), request(b, { kind: 'get', stream: '0' }), request(a, { kind: 'delivered', events: 3, reason: 'ended' })]);
-    expect(answer).toEqual({ recorded: 3 });
+    expect(answer).toEqual({ recorded: 3, refused: [] });
     expect((await auditOf(a, 3)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['post', 'delivered']);
     expect((await auditOf(b, 2)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['get']);
-    expect(await recordBatch(aliceClient, [])).toEqual({ recorded: 0 });
+    expect(await recordBatch(aliceClient, [])).toEqual({ recorded: 0, refused: [] });
   });
 
-  it('is all or nothing: one bad entry (named by index and field) or one session not the caller\'s stores none', async () => {
+  it("records the valid entries and names each refused one (another caller's or an unknown session, a bad field) by index and code", async () => {
     const a = (await alice.open('u', {})).session!.sessionId;
+    const b = (await alice.open('u', {})).session!.sessionId;
     const bobs = (await bob.open('u', {})).session!.sessionId;
-    const bad = await failure(recordBatch(aliceClient, [request(a), request(a, { kind: 'teleport' })]));
-    expect({ code: bad.code, detail: bad.detail?.code }).toEqual({ code: status.INVALID_ARGUMENT, detail: 'invalid_argument' });
-    expect(bad.message).toMatch(/^events\[1\]: kind must be one of/);
-    const badId = await failure(recordBatch(aliceClient, [request('not-a-session')]));
-    expect(badId.message).toMatch(/^events\[0\]: .*session/);
-    const foreign = await failure(recordBatch(aliceClient, [request(a), request(bobs)]));
-    expect({ code: foreign.code, detail: foreign.detail?.code }).toEqual({ code: status.NOT_FOUND, detail: 'session_not_found' });
+    const answer = await recordBatch(aliceClient, [
+      request(a, { kind: 'post', status: 200 }),
+      request(bobs, { kind: 'get', reason: 'foreign' }),
+      request(a, { kind: 'teleport' }),
+      request('not-a-session'),
+      request('CCCCCCCCCCCCCCCCCCCCCC'),
+      request(b, { kind: 'delivered', events: 2 }),
+    ]);
+    expect(answer.recorded).toBe(2);
+    expect(answer.refused.map((r) => [r.index, r.code])).toEqual([
+      [1, 'session_not_found'],
+      [2, 'invalid_argument'],
+      [3, 'invalid_argument'],
+      [4, 'session_not_found'],
+    ]);
+    expect(answer.refused[1]!.message).toMatch(/^kind must be one of/);
+    expect(answer.refused[2]!.message).toMatch(/^session_id /);
+    // Another caller's session and an unknown one read the same, and neither message holds the id.
+    expect(answer.refused[0]!.message).toBe(answer.refused[3]!.message);
+    expect(JSON.stringify(answer.refused)).not.toContain(bobs);
+    expect((await auditOf(a, 2)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['post']);
+    expect((await auditOf(b, 2)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['delivered']);
+    // Nothing went into Bob's session (a marker of his own, stored after, shows the batch's would have been too).
+    await recordBatch(bobClient, [request(bobs, { instance: 'gw-bob', kind: 'close', reason: 'marker' })]);
+    expect((await auditOf(bobs, 2)).map((e) => `${e.instance}:${e.kind}`)).toEqual(['sl-audit-1:initialize', 'gw-bob:close']);
+    // Only a batch over max-batch-entries fails as a whole, recording none.
     const tooMany = await failure(recordBatch(aliceClient, Array.from({ length: 1001 }, () => request(a))));
+    expect({ code: tooMany.code, detail: tooMany.detail?.code }).toEqual({ code: status.INVALID_ARGUMENT, detail: 'invalid_argument' });
     expect(tooMany.message).toMatch(/at most 1000 events, got 1001/);
-    expect((await auditOf(a, 2)).filter((e) => e.instance === 'gw-test')).toEqual([]);
-    // Still serving.
-    expect(await recordBatch(aliceClient, [request(a)])).toEqual({ recorded: 1 });
+    expect(await recordBatch(aliceClient, [request(a, { kind: 'close' })])).toEqual({ recorded: 1, refused: [] });
+    expect((await auditOf(a, 3)).filter((e) => e.instance === 'gw-test').map((e) => e.kind)).toEqual(['post', 'close']);
   });
 });
 

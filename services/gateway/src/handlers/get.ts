@@ -113,7 +113,15 @@ async function resume(ctx: GatewayContext, route: Route, caller: Caller, req: In
   trace.getActiveSpan()?.setAttributes({ 'tether.verdict': result.verdict, 'tether.stream': result.verdict === 'resumed' ? result.stream : '' });
   if (result.verdict !== 'resumed') {
     const { verdict, reason } = result;
-    ctx.audit.record(sessionId, { kind: AuditKind.resume, verdict, status: verdict === 'malformed' ? 400 : 404, ...auditCursor(result.cursor) });
+    // Audit events go only into the caller's own session. `unknown_session`
+    // is also another principal's session, or none at all: nothing is
+    // recorded. A malformed cursor is refused before the session is looked
+    // at (classifyResume), so its event waits for authorize to say the
+    // session is the caller's (not awaited: the refusal need not wait).
+    const refusal = { kind: AuditKind.resume, verdict, status: verdict === 'malformed' ? 400 : 404, ...auditCursor(result.cursor) };
+    if (verdict === 'malformed') {
+      if (ctx.audit.enabled) void ctx.log.authorize(sessionId, caller.principal).then(() => ctx.audit.record(sessionId, refusal), () => undefined);
+    } else if (verdict !== 'unknown_session') ctx.audit.record(sessionId, refusal);
     if (verdict === 'malformed') return replyRefusal(res, 400, verdict, reason);
     if (verdict !== 'unknown_session') {
       // The cursor cannot be continued: end the session so the client starts a new one.

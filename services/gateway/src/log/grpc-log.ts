@@ -3,11 +3,12 @@ import type { ClientReadableStream, Interceptor } from '@grpc/grpc-js';
 import { callUnary, controlTypeFromSpelling, controlTypeSpelling, createCursorClient, readCallFailure, resumeVerdictSpelling } from '@tether/cursor-proto';
 import { endReasonFromSpelling, endReasonSpelling, eventKindFromSpelling, eventKindSpelling } from '@tether/cursor-proto';
 import { AdminRequestType as WireAdminType, WriterState as WireWriterState } from '@tether/cursor-proto';
-import type { CursorClientTls, CursorServiceClient, Event, ResumeResponse, Session } from '@tether/cursor-proto';
+import type { CursorClientTls, CursorServiceClient, Event, ResumeResponse, Session, WatchAdminResponse } from '@tether/cursor-proto';
 import { decodeEventId } from '@tether/protocol';
 import { SessionLogError, SessionLogErrorCode } from '@tether/session-log';
 import type { Cursor, LogEvent, Refusal, SessionLogErrorFields, SessionRecord, WriterState, WritesStream } from '@tether/session-log';
 import { traceparentOf } from '@tether/telemetry';
+import type { Logger } from 'pino';
 import { AuditBatcher } from './audit-batcher.js';
 import { openTasksOver } from './grpc-tasks.js';
 import type { LogPort } from './log-port.js';
@@ -27,6 +28,8 @@ export interface GrpcLogOptions {
   readonly connectTimeoutMs?: number;
   /** grpc-js client interceptors, run before the gateway's own (traceparent, token): instrumentation, or a test's lost replies. */
   readonly interceptors?: readonly Interceptor[];
+  /** Where the log reports what the service refused (audit events, as counts) and the address operators drain this instance by. Default: nowhere. */
+  readonly logger?: Pick<Logger, 'warn' | 'info'>;
 }
 
 /** Resume and Follow messages both carry the next event here. */
@@ -78,18 +81,21 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
   // Audit events go out a few milliseconds' worth at a time (audit-batcher.ts); a service
   // without RecordAuditBatch (older than it) gets them one call each, as before.
   let batchAudit = true;
-  const audits = new AuditBatcher(async (events) => {
-    if (batchAudit) {
-      try {
-        await callUnary(client.recordAuditBatch.bind(client), { events }, { deadlineMs });
-        return;
-      } catch (err) {
-        if (readCallFailure(err).code !== status.UNIMPLEMENTED) return;
-        batchAudit = false;
+  const audits = new AuditBatcher(
+    async (events) => {
+      if (batchAudit) {
+        try {
+          // The service records the batch's valid events and names the others (`refused`).
+          return await callUnary(client.recordAuditBatch.bind(client), { events }, { deadlineMs });
+        } catch (err) {
+          if (readCallFailure(err).code !== status.UNIMPLEMENTED) return;
+          batchAudit = false;
+        }
       }
-    }
-    await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
-  });
+      await Promise.all(events.map((e) => callUnary(client.recordAudit.bind(client), e, { deadlineMs }).catch(() => undefined)));
+    },
+    options.logger === undefined ? {} : { logger: options.logger },
+  );
   const lastSeq = new Map<string, number>();
   /** The expected_seq of each stream's last append whose outcome stayed unknown after every attempt (see `isRefusal`). */
   const inDoubt = new Map<string, number>();
@@ -248,10 +254,10 @@ export async function createGrpcLog(options: GrpcLogOptions): Promise<LogPort> {
       audits.add(request);
     },
     // tether-admin's `drain <instance>` through the service: WatchAdmin holds
-    // `<prefix>.admin.<instance>` on NATS for us, AnswerAdmin answers.
+    // our address (`grpc.<caller tag>.<instance>`) on NATS for us, AnswerAdmin answers.
     listenAdmin(instanceId, listener) {
       const abort = new AbortController();
-      void watchAdmin(client, instanceId, listener, abort.signal, deadlineMs);
+      void watchAdmin(client, instanceId, listener, abort.signal, deadlineMs, options.logger);
       return () => abort.abort();
     },
     publishControl(message) {
@@ -355,12 +361,31 @@ const ADMIN_RETRY_MS = 2_000;
  * listener is stopped, and gives up only on a service that cannot serve it
  * (older than WatchAdmin, or refusing the instance id or the token).
  */
-async function watchAdmin(client: CursorServiceClient, instance: string, listener: Parameters<LogPort['listenAdmin']>[1], signal: AbortSignal, deadlineMs: number): Promise<void> {
+async function watchAdmin(
+  client: CursorServiceClient,
+  instance: string,
+  listener: Parameters<LogPort['listenAdmin']>[1],
+  signal: AbortSignal,
+  deadlineMs: number,
+  logger: Pick<Logger, 'info'> | undefined,
+): Promise<void> {
   const answer = (requestId: string, value: { ok: boolean; detail?: string }): void =>
     void callUnary(client.answerAdmin.bind(client), { instance, requestId, ok: value.ok, detail: value.detail ?? '' }, { deadlineMs }).catch(() => undefined);
+  // The first response names the address operators reach us by: logged
+  // once (and again only if it changes), since an operator drains us by it
+  // when another caller of the service names an instance alike.
+  let address: string | undefined;
+  const pick = (m: WatchAdminResponse): WatchAdminResponse | undefined => {
+    if (m.requestId !== '') return m;
+    if (m.address !== undefined && m.address !== address) {
+      address = m.address;
+      logger?.info({ instance, address }, 'admin requests reach this instance at its address');
+    }
+    return undefined;
+  };
   while (!signal.aborted) {
     try {
-      for await (const request of reopening(() => client.watchAdmin({ instance }), (m) => (m.requestId === '' ? undefined : m), signal)) {
+      for await (const request of reopening(() => client.watchAdmin({ instance }), pick, signal)) {
         if (request.type !== WireAdminType.DRAIN) {
           answer(request.requestId, { ok: false, detail: 'not an admin request' });
           continue;

@@ -1,15 +1,26 @@
+import type { Logger } from 'pino';
 import type { GatewayConfig } from '../config.js';
 import { createLocalLog } from './local-log.js';
 import type { LogPort } from './log-port.js';
 
-/** The log the config asks for: JetStream in-process (default) or the session-log service over gRPC. */
-export async function openLog(config: GatewayConfig): Promise<LogPort> {
+/**
+ * The log the config asks for: JetStream in-process (default) or the
+ * session-log service over gRPC, which reports to `logger` what the service
+ * refused (audit events, as counts) and the address tether-admin drains
+ * this instance by.
+ */
+export async function openLog(config: GatewayConfig, logger?: Pick<Logger, 'warn' | 'info'>): Promise<LogPort> {
   if (config.logUrl !== undefined) {
     // Loaded lazily so a NATS-mode gateway never loads the gRPC stack.
     const grpcModule = './grpc-log.js';
-    const { createGrpcLog } = (await import(grpcModule)) as { createGrpcLog: (o: { target: string; token?: string; tls?: boolean }) => Promise<LogPort> };
+    const { createGrpcLog } = (await import(grpcModule)) as { createGrpcLog: (o: { target: string; token?: string; tls?: boolean; logger?: Pick<Logger, 'warn' | 'info'> }) => Promise<LogPort> };
     const url = new URL(config.logUrl);
-    return createGrpcLog({ target: url.host, tls: url.protocol === 'grpcs:', ...(config.logToken === undefined ? {} : { token: config.logToken }) });
+    return createGrpcLog({
+      target: url.host,
+      tls: url.protocol === 'grpcs:',
+      ...(config.logToken === undefined ? {} : { token: config.logToken }),
+      ...(logger === undefined ? {} : { logger }),
+    });
   }
   return createLocalLog({
     servers: config.natsUrl.split(','),

@@ -895,8 +895,28 @@ export interface RecordAuditBatchRequest {
 
 /** RecordAuditBatch output. */
 export interface RecordAuditBatchResponse {
-  /** How many events were accepted (all of them: the call is all or nothing). */
+  /** How many events were accepted: the batch's entries less the refused ones. */
   recorded: number;
+  /** The entries not recorded, in index order; empty when every one was. */
+  refused: RefusedAuditEvent[];
+}
+
+/** One entry of a RecordAuditBatch that was not recorded, and why. */
+export interface RefusedAuditEvent {
+  /** Its index in `RecordAuditBatchRequest.events`, from 0. */
+  index: number;
+  /**
+   * Why, as a stable code (the ErrorDetail codes): `invalid_argument` (a
+   * field is malformed or out of range) or `session_not_found` (the
+   * session is unknown or another caller's: the same answer for both, as
+   * in every RPC, so a caller cannot learn whether another's session exists).
+   */
+  code: string;
+  /**
+   * For people: which field and what was wrong (`kind must be one of…`),
+   * or `session not found`. Never holds the session id.
+   */
+  message: string;
 }
 
 /** WatchAdmin input. */
@@ -921,7 +941,15 @@ export interface WatchAdminResponse {
    * Who asks (`tether-admin`, an operator), for the caller's log; at most
    * 64 characters.
    */
-  from?: string | undefined;
+  from?:
+    | string
+    | undefined;
+  /**
+   * First response only: the address operators reach this instance by
+   * (`tether-admin drain <address>` always does; `drain <instance>` does
+   * while no other caller names an instance so). Worth a log line.
+   */
+  address?: string | undefined;
 }
 
 /** AnswerAdmin input. */
@@ -5146,13 +5174,16 @@ export const RecordAuditBatchRequest: MessageFns<RecordAuditBatchRequest> = {
 };
 
 function createBaseRecordAuditBatchResponse(): RecordAuditBatchResponse {
-  return { recorded: 0 };
+  return { recorded: 0, refused: [] };
 }
 
 export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
   encode(message: RecordAuditBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.recorded !== 0) {
       writer.uint32(8).uint32(message.recorded);
+    }
+    for (const v of message.refused) {
+      RefusedAuditEvent.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -5178,6 +5209,14 @@ export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
             message.recorded = reader.uint32();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.refused.push(RefusedAuditEvent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5196,6 +5235,86 @@ export const RecordAuditBatchResponse: MessageFns<RecordAuditBatchResponse> = {
   fromPartial<I extends Exact<DeepPartial<RecordAuditBatchResponse>, I>>(object: I): RecordAuditBatchResponse {
     const message = createBaseRecordAuditBatchResponse();
     message.recorded = object.recorded ?? 0;
+    message.refused = object.refused?.map((e) => RefusedAuditEvent.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRefusedAuditEvent(): RefusedAuditEvent {
+  return { index: 0, code: "", message: "" };
+}
+
+export const RefusedAuditEvent: MessageFns<RefusedAuditEvent> = {
+  encode(message: RefusedAuditEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint32(message.index);
+    }
+    if (message.code !== "") {
+      writer.uint32(18).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(26).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RefusedAuditEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRefusedAuditEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RefusedAuditEvent>, I>>(base?: I): RefusedAuditEvent {
+    return RefusedAuditEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RefusedAuditEvent>, I>>(object: I): RefusedAuditEvent {
+    const message = createBaseRefusedAuditEvent();
+    message.index = object.index ?? 0;
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
     return message;
   },
 };
@@ -5256,7 +5375,7 @@ export const WatchAdminRequest: MessageFns<WatchAdminRequest> = {
 };
 
 function createBaseWatchAdminResponse(): WatchAdminResponse {
-  return { requestId: "", type: 0, from: undefined };
+  return { requestId: "", type: 0, from: undefined, address: undefined };
 }
 
 export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
@@ -5269,6 +5388,9 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
     }
     if (message.from !== undefined) {
       writer.uint32(26).string(message.from);
+    }
+    if (message.address !== undefined) {
+      writer.uint32(34).string(message.address);
     }
     return writer;
   },
@@ -5310,6 +5432,14 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
             message.from = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5330,6 +5460,7 @@ export const WatchAdminResponse: MessageFns<WatchAdminResponse> = {
     message.requestId = object.requestId ?? "";
     message.type = object.type ?? 0;
     message.from = object.from ?? undefined;
+    message.address = object.address ?? undefined;
     return message;
   },
 };
@@ -6597,6 +6728,10 @@ export const CursorServiceService = {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence: {
     path: "/tether.cursor.v1.CursorService/HoldPresence" as const,
@@ -6611,7 +6746,9 @@ export const CursorServiceService = {
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter: {
     path: "/tether.cursor.v1.CursorService/ProbeWriter" as const,
@@ -6674,10 +6811,16 @@ export const CursorServiceService = {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch: {
     path: "/tether.cursor.v1.CursorService/RecordAuditBatch" as const,
@@ -6693,18 +6836,27 @@ export const CursorServiceService = {
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin: {
     path: "/tether.cursor.v1.CursorService/WatchAdmin" as const,
@@ -6716,10 +6868,11 @@ export const CursorServiceService = {
     responseDeserialize: (value: Buffer): WatchAdminResponse => WatchAdminResponse.decode(value),
   },
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin: {
     path: "/tether.cursor.v1.CursorService/AnswerAdmin" as const,
@@ -6944,12 +7097,18 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence: handleBidiStreamingCall<HoldPresenceRequest, HoldPresenceResponse>;
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter: handleUnaryCall<ProbeWriterRequest, ProbeWriterResponse>;
   /**
@@ -6977,34 +7136,50 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch: handleUnaryCall<RecordAuditBatchRequest, RecordAuditBatchResponse>;
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin: handleServerStreamingCall<WatchAdminRequest, WatchAdminResponse>;
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin: handleUnaryCall<AnswerAdminRequest, AnswerAdminResponse>;
   /**
@@ -7333,6 +7508,10 @@ export interface CursorServiceClient extends Client {
    * with a HoldPresenceRequest of the same `question`. When the call ends (the
    * caller died, or cancelled it) probes get `GONE` at once. Appends that
    * name the writer (`AppendRequest.writer`) are what probes are about.
+   * Writer ids are the caller's own: two callers holding the same id hold
+   * two presences, each probed by its own caller only (on NATS the service
+   * holds `<prefix>.writer.<digest of caller and id>`), so no caller can
+   * answer for another's writer nor hear its questions.
    */
   holdPresence(): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
   holdPresence(options: Partial<CallOptions>): ClientDuplexStream<HoldPresenceRequest, HoldPresenceResponse>;
@@ -7343,7 +7522,9 @@ export interface CursorServiceClient extends Client {
   /**
    * Whether a writer still writes one stream (or, without a stream,
    * whether it lives): WRITING, NOT_WRITING, GONE (no process holds its
-   * presence: take the stream over) or SILENT (no answer in time).
+   * presence: take the stream over) or SILENT (no answer in time). Asks
+   * the caller's own writer of that id (see HoldPresence): another caller's
+   * is GONE to it.
    */
   probeWriter(
     request: ProbeWriterRequest,
@@ -7421,10 +7602,16 @@ export interface CursorServiceClient extends Client {
    * in one call: what a gateway in `--log grpc://` mode sends, a few
    * milliseconds' worth at a time, because one unary call per event cost
    * the gateway about two thirds of an Append's CPU (docs/benchmarks.md,
-   * bench:audit). All or nothing: every entry is checked as RecordAudit
-   * checks it, and one bad entry (INVALID_ARGUMENT naming `events[i]` and
-   * the field) or one session that is not the caller's (NOT_FOUND) records
-   * none. At most `max-batch-entries` entries (INVALID_ARGUMENT past it).
+   * bench:audit). Entry by entry: each is checked as RecordAudit checks it,
+   * the valid ones are recorded, and each refused one is named in
+   * `refused` (its index and a code: `invalid_argument`, a bad field, or
+   * `session_not_found`, a session that is unknown or not the caller's),
+   * so one refused event never keeps the others out: a gateway's batch
+   * holds events of many users' sessions. The call fails as a whole only
+   * for more than `max-batch-entries` entries (INVALID_ARGUMENT) or when the
+   * log cannot say whose the sessions are (UNAVAILABLE); then it records
+   * none. Services older than `refused` answered all or nothing instead:
+   * INVALID_ARGUMENT naming `events[i]`, or NOT_FOUND, and none recorded.
    */
   recordAuditBatch(
     request: RecordAuditBatchRequest,
@@ -7444,18 +7631,27 @@ export interface CursorServiceClient extends Client {
   /**
    * Operator requests (tether-admin's `drain <instance>`, the operator API's
    * DrainInstance) for a gateway that holds no NATS connection: "I am
-   * instance X, send me what is asked of X". For as long as the call lasts
-   * the service subscribes `<prefix>.admin.<instance>` on NATS, where
-   * in-process gateways listen themselves, and forwards each request there
-   * as one response. The first response carries no request (empty
-   * `request_id`): from then on the subscription is open. The caller answers
-   * each request with AnswerAdmin; the service replies on NATS with that
-   * answer, or with `ok: false` and a timeout detail when none came within
-   * 2 s (or the call ended first). `instance` is checked like a gateway's
-   * `--instance-id` as tether-admin checks it (INVALID_ARGUMENT otherwise).
-   * Counts against `max_streams_per_caller`. Instance names are not scoped
-   * by caller: any caller may watch any name, as any NATS client with
-   * subscribe rights there may (tokens are the access control).
+   * instance X, send me what is asked of X". Instance ids are the caller's
+   * own, like writer ids: the instance's address is
+   * `grpc.<caller tag>.<instance>` (the tag: 22 base64url characters of a
+   * digest of the caller), and for as long as the call lasts the service
+   * subscribes `<prefix>.admin.<address>` on NATS and forwards each request
+   * there as one response. So another caller naming the same instance has
+   * another address, and can neither receive nor answer this caller's
+   * requests. tether-admin finds the address by name: it asks
+   * `<prefix>.admin_where.<instance>`, which each such call answers with
+   * its address, and drains the one that answered (several callers
+   * answering: it names them and drains none; none: the name is an
+   * in-process gateway's, `<prefix>.admin.<instance>`). An operator may
+   * also give the address itself. The first response carries no request
+   * (empty `request_id`) and the address: from then on the subscriptions
+   * are open. The caller answers each request with AnswerAdmin; the
+   * service replies on NATS with that answer, or with `ok: false` and a
+   * timeout detail when none came within 2 s (or the call ended first).
+   * `instance` is checked like a gateway's `--instance-id` as tether-admin
+   * checks it, and its address must fit in 128 characters, so instance ids
+   * of at most 100 characters (INVALID_ARGUMENT otherwise). Counts against
+   * `max_streams_per_caller`.
    */
   watchAdmin(request: WatchAdminRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchAdminResponse>;
   watchAdmin(
@@ -7464,10 +7660,11 @@ export interface CursorServiceClient extends Client {
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchAdminResponse>;
   /**
-   * Answers one request a WatchAdmin stream forwarded, by its `request_id`,
-   * on any service instance (the answer reaches the instance holding the
-   * stream over NATS). Fire and forget: OK means accepted; an unknown or
-   * late `request_id` is dropped.
+   * Answers one request a WatchAdmin stream of the same caller and instance
+   * forwarded, by its `request_id`, on any service instance (the answer
+   * reaches the instance holding the stream over NATS, on a subject of
+   * that caller's). Fire and forget: OK means accepted; an unknown or late
+   * `request_id`, or one of another caller's, is dropped.
    */
   answerAdmin(
     request: AnswerAdminRequest,
