@@ -131,12 +131,19 @@ export interface MaterializedCase {
   readonly owed: Owed;
   /** Near the limit: a 431 is as right as `owed`. */
   readonly mayBeTooLarge: boolean;
-  /** Every `Authorization` value sent, trimmed as the server reads it: no piece may be logged. */
-  readonly credentials: readonly string[];
+  /** Every `Authorization` value sent, trimmed as the server reads it. */
+  readonly authorization: readonly string[];
 }
 
 /** HTTP's optional whitespace, as a server strips it around a field value. */
 export const trimOws = (value: string): string => value.replace(/^[ \t]+|[ \t]+$/g, '');
+
+/**
+ * The credential of an `Authorization` value: what follows the scheme and
+ * its spaces or tabs (the whole value when it has none). What must never be
+ * logged or echoed; the scheme may be (`Bearer e` is in every challenge).
+ */
+export const credentialOf = (value: string): string => trimOws(value).replace(/^[^ \t]+[ \t]+/, '');
 
 /** The request on the wire and what it is owed; `issuer` names the principals identity lines may claim. */
 export function materializeCase(c: HeaderCase, bank: readonly BankToken[], origin: string, issuer: string, maxHeaderBytes: number): MaterializedCase {
@@ -166,9 +173,9 @@ export function materializeCase(c: HeaderCase, bank: readonly BankToken[], origi
     req = rawRequest(origin, method, `/${c.route}`, lines, body);
   }
   const bytes = fieldBytes(req);
-  const credentials = lines.filter(([n]) => n.toLowerCase() === 'authorization').map(([, v]) => trimOws(v));
+  const authorization = lines.filter(([n]) => n.toLowerCase() === 'authorization').map(([, v]) => trimOws(v));
   if (bytes > maxHeaderBytes + HEADER_LIMIT_SLACK) owed = { t: 'too_large' };
-  return { req, owed, mayBeTooLarge: bytes >= maxHeaderBytes - HEADER_LIMIT_SLACK, credentials };
+  return { req, owed, mayBeTooLarge: bytes >= maxHeaderBytes - HEADER_LIMIT_SLACK, authorization };
 }
 
 /**

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { derivedAuthorization, malformedAuthorization } from './auth-arbitraries.js';
 import type { BankToken } from './auth-arbitraries.js';
-import { HEADER_LIMIT_SLACK, headerCase, materializeCase, refusedMethod, route, singleLineCase } from './auth-header-arbitraries.js';
+import { credentialOf, HEADER_LIMIT_SLACK, headerCase, materializeCase, refusedMethod, route, singleLineCase } from './auth-header-arbitraries.js';
 import type { HeaderCase } from './auth-header-arbitraries.js';
 import { answerProblems, leaks, received, refusalLines, secretPieces, upstreamProblems } from './gateway-auth-checks.js';
 import { ROUTES, startAuthGatewayStack } from './gateway-auth-stack.js';
@@ -94,9 +94,9 @@ async function runCase(property: string, c: HeaderCase, label: string): Promise<
   const upstreamMark = stack.upstreamMark();
   const res = await exchange(property, m.req);
   const lines = stack.logLines.slice(mark);
-  const pieces = m.credentials.flatMap(secretPieces);
+  const pieces = m.authorization.map(credentialOf).flatMap(secretPieces);
   const answer = `${Object.entries(res.headers).map(([k, v]) => `${k}: ${v}`).join('\n')}\n${res.body}`;
-  const sent = m.credentials.length === 1 ? m.credentials[0] : undefined;
+  const sent = m.authorization.length === 1 ? m.authorization[0] : undefined;
   const problems = [
     ...answerProblems(m, to, res, lines),
     ...upstreamProblems(res.status === 431 ? { t: 'too_large' } : m.owed, to, stack.routes, stack.upstreamSince(upstreamMark), sent, stack.issuer.issuer),
