@@ -1,12 +1,15 @@
 import fc from 'fast-check';
+import type { RouteName } from './gateway-auth-stack.js';
 import { byteString, fieldText, utf8Bytes } from './http-arbitraries.js';
 
 /**
  * Arbitraries of the `--auth jwt` fuzz suite: `Authorization` header values,
  * as recipes. Most derive from real access tokens (a bank minted from the
- * issuer when the suite starts), so they are materialized at run time
- * against that bank; each materialized value says what the gateway owes it
- * (accept, refuse, or refuse because the signature does not verify).
+ * issuer for each route when the suite starts), so they are materialized at
+ * run time against that bank; each materialized value says what the gateway
+ * owes it (a real token: accepted on its own route only; refused; or refused
+ * because the signature does not verify). Which route a request goes to,
+ * and the header lines around the value, are auth-header-arbitraries.ts'.
  */
 
 const B64URL = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'];
@@ -21,7 +24,7 @@ export interface SchemeRecipe {
   readonly ok: boolean;
 }
 
-const goodScheme: fc.Arbitrary<SchemeRecipe> = fc
+export const goodScheme: fc.Arbitrary<SchemeRecipe> = fc
   .tuple(fc.constantFrom('Bearer', 'Bearer', 'Bearer', 'bearer', 'BEARER', 'bEARER'), fc.constantFrom(' ', ' ', ' ', '  ', '   '))
   .map(([scheme, sep]) => ({ text: `${scheme}${sep}`, ok: true }));
 
@@ -148,15 +151,22 @@ export const derivedAuthorization: fc.Arbitrary<AuthRecipe> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ t: fc.constant('junk' as const), scheme: schemeRecipe, pick: fc.nat(), where: fc.constantFrom('prefix' as const, 'suffix' as const, 'suffix' as const, 'inside' as const), at: fc.nat(), junk }) },
 );
 
-/** What the gateway owes a request. */
+/** What the gateway owes a value. */
 export const Expect = {
-  /** A real token, a Bearer scheme: the request goes through. */
-  accepted: 'accepted',
+  /** A real token, a Bearer scheme: accepted on the route it was minted for, refused (`audience`) on any other. */
+  real: 'real',
   refused: 'refused',
   /** Refused, and for the reason `signature`: a real header and signature over claims nobody signed. */
   refusedSignature: 'refused_signature',
 } as const;
 export type Expect = (typeof Expect)[keyof typeof Expect];
+
+/** One real access token of the bank: minted by `clientId` for `route`'s resource. */
+export interface BankToken {
+  readonly token: string;
+  readonly route: RouteName;
+  readonly clientId: string;
+}
 
 export interface MaterializedAuth {
   /** The `Authorization` value on the wire (a byte string). */
@@ -164,15 +174,19 @@ export interface MaterializedAuth {
   /** The credential part, what must never be logged. */
   readonly credential: string;
   readonly expect: Expect;
+  /** With `Expect.real`: the bank's token it is. */
+  readonly real?: BankToken;
 }
 
 /** Materializes a recipe against the bank of real tokens (each `header.payload.signature`). */
-export function materializeAuth(r: AuthRecipe, bank: readonly string[]): MaterializedAuth {
-  const real = (pick: number): string[] => bank[pick % bank.length]!.split('.');
+export function materializeAuth(r: AuthRecipe, bank: readonly BankToken[]): MaterializedAuth {
+  const tokens = bank.map((b) => b.token);
+  const real = (pick: number): string[] => tokens[pick % tokens.length]!.split('.');
   const judged = (scheme: SchemeRecipe, credential: string, forged = false): MaterializedAuth => {
     const value = byteString(`${scheme.text}${credential}`);
     if (!scheme.ok) return { value, credential, expect: Expect.refused };
-    if (bank.includes(credential)) return { value, credential, expect: Expect.accepted };
+    const token = bank.find((b) => b.token === credential);
+    if (token !== undefined) return { value, credential, expect: Expect.real, real: token };
     // A real token plus base64 padding (`==`) decodes to the same signature, but compact JWS has none (RFC 7515 section 2): refused as malformed.
     return { value, credential, expect: forged ? Expect.refusedSignature : Expect.refused };
   };
@@ -188,7 +202,7 @@ export function materializeAuth(r: AuthRecipe, bank: readonly string[]): Materia
       return judged(r.scheme, r.jwt ? `${h}.${b64url(body).slice(0, Math.max(1, r.length - h!.length - s!.length - 2))}.${s}` : body);
     }
     case 'valid':
-      return judged(r.scheme, bank[r.pick % bank.length]!);
+      return judged(r.scheme, tokens[r.pick % tokens.length]!);
     case 'pieces':
       return judged(r.scheme, r.pieces.map((p) => real(p.pick)[p.seg]!).join('.'));
     case 'header': {
@@ -204,7 +218,7 @@ export function materializeAuth(r: AuthRecipe, bank: readonly string[]): Materia
       return judged(r.scheme, `${h}.${p}.${s!.slice(0, r.keep % s!.length)}`);
     }
     case 'junk': {
-      const token = bank[r.pick % bank.length]!;
+      const token = tokens[r.pick % tokens.length]!;
       const at = r.at % (token.length + 1);
       const credential = r.where === 'prefix' ? `${r.junk}${token}` : r.where === 'suffix' ? `${token}${r.junk}` : `${token.slice(0, at)}${r.junk}${token.slice(at)}`;
       return judged(r.scheme, credential);

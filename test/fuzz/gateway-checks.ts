@@ -69,8 +69,8 @@ export function principalMatches(req: WireRequest): boolean {
   return auth === undefined || auth === '';
 }
 
-/** A failure report: the request, the answer, what was wrong, and the gateway's recent warnings. */
-export function report(title: string, req: WireRequest, res: WireResponse | undefined, problems: readonly string[], logs: readonly string[]): string {
+/** A failure report: the request (its headers a record, or raw lines), the answer, what was wrong, and the gateway's recent warnings. */
+export function report(title: string, req: Omit<WireRequest, 'headers'> & { readonly headers: unknown }, res: WireResponse | undefined, problems: readonly string[], logs: readonly string[]): string {
   const lines = [
     title,
     ...problems.map((p) => `  - ${p}`),

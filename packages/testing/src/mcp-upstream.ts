@@ -48,9 +48,18 @@ export interface McpUpstreamOptions {
 
 /** One HTTP request the upstream received. */
 export interface UpstreamRequest {
+  /** 1 for the first request the upstream received, then 2, 3…: `requests()` keeps the last 1000, so a test marks the newest `seq` to find what came after. */
+  readonly seq: number;
   readonly method: string;
   readonly sessionId: string | undefined;
   readonly lastEventId: string | undefined;
+  /**
+   * Every header line as received (`IncomingMessage.rawHeaders`: name,
+   * value, name, value…, names in their case): what the caller sent,
+   * repeated lines included, which `headers` would join or drop (a second
+   * `Authorization`).
+   */
+  readonly rawHeaders: readonly string[];
 }
 
 /** An MCP server built on the official SDK, on 127.0.0.1. */
@@ -64,7 +73,7 @@ export interface McpUpstream {
   sessions(): number;
   /** Standalone GET streams currently open (200 sent, not closed), across sessions. */
   openGetStreams(): number;
-  /** The last 1000 requests received, oldest first. */
+  /** The last 1000 requests received, oldest first (each `seq` one more than the last). */
   requests(): readonly UpstreamRequest[];
   /** Closes every session and connection, then the listener. Idempotent. */
   close(): Promise<void>;
@@ -98,6 +107,7 @@ export async function startMcpUpstream(opts: McpUpstreamOptions = {}): Promise<M
   const pending = new Set<Session>();
   const getStreams = new Set<ServerResponse>();
   const log: UpstreamRequest[] = [];
+  let received = 0;
   const sockets = new Set<Socket>();
   let closing: Promise<void> | undefined;
 
@@ -128,7 +138,7 @@ export async function startMcpUpstream(opts: McpUpstreamOptions = {}): Promise<M
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://upstream');
     const sessionId = header(req, 'mcp-session-id');
-    log.push({ method: req.method ?? '', sessionId, lastEventId: header(req, 'last-event-id') });
+    log.push({ seq: (received += 1), method: req.method ?? '', sessionId, lastEventId: header(req, 'last-event-id'), rawHeaders: req.rawHeaders });
     if (log.length > REQUEST_LOG_SIZE) log.shift();
     if (opts.loopbackOnly === true && !isLoopbackRequest(req)) return sendJsonRpcError(res, 403, -32000, 'Forbidden: Host or Origin is not a loopback name');
     if (url.pathname !== MCP_PATH) return sendJsonRpcError(res, 404, -32000, `no MCP endpoint at ${url.pathname}`);
