@@ -429,7 +429,10 @@ export interface TouchSessionResponse {
 export interface CloseSessionRequest {
   /** The session to close. */
   sessionId: string;
-  /** Who closes it (an instance id), passed on in the CLOSED control message. */
+  /**
+   * Who closes it (an instance id), passed on in the CLOSED control message.
+   * (`from` is a Python keyword: see FROM OTHER LANGUAGES.)
+   */
   from: string;
 }
 
