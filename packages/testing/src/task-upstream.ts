@@ -34,15 +34,15 @@ export const TaskTools = {
   Greet: 'greet',
   /** `{ seconds, label? }`, optional: sleeps, then names the label and seconds; stops when aborted. */
   SlowCompute: 'slow_compute',
-  /** `{}`, required: after 1 s, a tool result with `isError: true`. */
+  /** `{}`, required: after 1.5 s, a tool result with `isError: true`. */
   FailingJob: 'failing_job',
-  /** `{}`, optional: after 1 s, a JSON-RPC error -32603 (2026-07-28 requests; a 2025-era call gets McpServer's `isError` answer). */
+  /** `{}`, optional: after 1.5 s, a JSON-RPC error -32603 (2026-07-28 requests; a 2025-era call gets McpServer's `isError` answer). */
   ProtocolErrorJob: 'protocol_error_job',
-  /** `{ path?, filename? }`, optional: after 600 ms asks to confirm (one elicitation), then says whether it was. */
+  /** `{ path?, filename? }`, optional: after 1.2 s asks to confirm (one elicitation), then says whether it was. */
   ConfirmDelete: 'confirm_delete',
-  /** `{}`, optional: after 600 ms asks two elicitations at once, then names both answers. */
+  /** `{}`, optional: after 1.2 s asks two elicitations at once, then names both answers. */
   MultiInput: 'multi_input',
-  /** `{}`, required: asks for `user_name` at once, then after 1 s greets the name. */
+  /** `{}`, required: asks for `user_name` at once, then after 1.5 s greets the name. */
   ToolWithTask: 'test_tool_with_task',
   /** `{ ms }`, optional, `idempotentHint`: sleeps, then `done <n>`, n the calls so far. */
   IdempotentJob: 'idempotent_job',
@@ -50,9 +50,16 @@ export const TaskTools = {
   Hold: 'hold',
 } as const;
 
-/** How long the MRTR tools wait before asking: past the gateway's 250 ms, so the question reaches a task. */
-const ASK_AFTER_MS = 600;
-const JOB_MS = 1_000;
+/**
+ * How long the MRTR tools wait before asking, and the jobs before they end:
+ * well past any `--task-after` the tests give (250 ms by default, 600 ms in
+ * the conformance suite's gateways), so each reaches a task even when a
+ * loaded machine fires the gateway's timer late, while the tools that answer
+ * at once stay well under it (a clean-clone run at load 9 took over 250 ms
+ * to answer `test_tool_with_task`'s first round, which then became a task).
+ */
+const ASK_AFTER_MS = 1_200;
+const JOB_MS = 1_500;
 
 type ToolReturn = CallToolResult | InputRequiredResult;
 type Counter = Map<string, number>;
@@ -163,28 +170,28 @@ function createTaskServer(ledger: Ledger, state: RequestStateCodec<AskedState>):
     await sleep(seconds * 1000, undefined, { signal: ctx.mcpReq.signal });
     return text(`slow_compute ${label ?? '(no label)'} done after ${seconds} s`);
   });
-  tool(TaskTools.FailingJob, 'required', 'Fails after 1 s (a tool error, isError).', noArgs, async (_args, ctx) => {
+  tool(TaskTools.FailingJob, 'required', 'Fails after 1.5 s (a tool error, isError).', noArgs, async (_args, ctx) => {
     await sleep(JOB_MS, undefined, { signal: ctx.mcpReq.signal });
     return { isError: true, content: [{ type: 'text', text: 'failing_job failed, as it always does' }] };
   });
   // Listed here; its 2026-07-28 calls are served by protocolErrorServer (McpServer turns a throw into isError).
-  tool(TaskTools.ProtocolErrorJob, 'optional', 'Fails after 1 s with a JSON-RPC error (-32603).', noArgs, async (_args, ctx) => failAsProtocolError(ctx));
+  tool(TaskTools.ProtocolErrorJob, 'optional', 'Fails after 1.5 s with a JSON-RPC error (-32603).', noArgs, async (_args, ctx) => failAsProtocolError(ctx));
   // The suite sends `filename`; `path` is the tool's own name for it. Both optional.
-  tool(TaskTools.ConfirmDelete, 'optional', 'Asks to confirm a delete after 600 ms, then says whether it was confirmed.', z.object({ path: z.string().optional(), filename: z.string().optional() }), async ({ path, filename }, ctx) => {
+  tool(TaskTools.ConfirmDelete, 'optional', 'Asks to confirm a delete after 1.2 s, then says whether it was confirmed.', z.object({ path: z.string().optional(), filename: z.string().optional() }), async ({ path, filename }, ctx) => {
     const target = path ?? filename ?? '(unnamed)';
     if (ctx.mcpReq.inputResponses === undefined) await sleep(ASK_AFTER_MS, undefined, { signal: ctx.mcpReq.signal });
     const got = await gather(ctx, state, { confirm: ask(`Delete ${target}?`, { confirm: { type: 'boolean' } }) });
     if (isAsking(got)) return got;
     return text(accepted(got['confirm'])?.['confirm'] === true ? `deleted ${target}` : `kept ${target}: not confirmed`);
   });
-  tool(TaskTools.MultiInput, 'optional', 'Asks two questions at once after 600 ms, then names both answers.', noArgs, async (_args, ctx) => {
+  tool(TaskTools.MultiInput, 'optional', 'Asks two questions at once after 1.2 s, then names both answers.', noArgs, async (_args, ctx) => {
     if (ctx.mcpReq.inputResponses === undefined) await sleep(ASK_AFTER_MS, undefined, { signal: ctx.mcpReq.signal });
     const got = await gather(ctx, state, { first: ask('First name?', { name: { type: 'string' } }), second: ask('Second name?', { name: { type: 'string' } }) });
     if (isAsking(got)) return got;
     const said = (key: string) => String(accepted(got[key])?.['name'] ?? JSON.stringify(got[key]));
     return text(`first: ${said('first')}, second: ${said('second')}`);
   });
-  tool(TaskTools.ToolWithTask, 'required', 'Asks for a name at once, then greets it after 1 s.', noArgs, async (_args, ctx) => {
+  tool(TaskTools.ToolWithTask, 'required', 'Asks for a name at once, then greets it after 1.5 s.', noArgs, async (_args, ctx) => {
     const got = await gather(ctx, state, { user_name: ask('What is your name?', { name: { type: 'string' } }) });
     if (isAsking(got)) return got;
     await sleep(JOB_MS, undefined, { signal: ctx.mcpReq.signal });
