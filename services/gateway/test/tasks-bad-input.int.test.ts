@@ -109,6 +109,16 @@ function expectMissingCapability(answer: Answer): void {
   expect(answer.body.error.data).toEqual({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
 }
 
+/**
+ * A task method whose `_meta` names no protocol version (none, or no object):
+ * the per-request envelope is missing, -32602 at HTTP 400 naming the key, as
+ * the SDK's inbound ladder answers it, before the capability is looked at.
+ */
+function expectMissingEnvelope(answer: Answer): void {
+  expect(answer.status).toBe(400);
+  expect(answer.body.error).toMatchObject({ code: -32602, message: expect.stringMatching(/missing the required per-request envelope key\(s\): (_meta|io\.modelcontextprotocol\/protocolVersion)/) });
+}
+
 /** The three tasks made before any bad input, and what tasks/get answered for each on each instance. */
 const tasks = { done: '', asking: '', held: '' };
 const HOLD_KEY = `bad-input-${process.pid}`;
@@ -155,7 +165,7 @@ afterEach(async () => {
 });
 
 describe('tasks: bad input', () => {
-  it('a malformed _meta envelope declares no extension: tasks/* are -32021 (HTTP 400), a required tool too, an optional one is not made a task', async () => {
+  it('a malformed _meta envelope declares no extension: tasks/* are -32021 (HTTP 400), or -32602 when it names no protocol version; a required tool -32021; an optional one is not made a task', async () => {
     const url = stack.urls[0]!;
     const envelopes: unknown[] = [
       'x',
@@ -176,27 +186,33 @@ describe('tasks: bad input', () => {
     for (const meta of envelopes) {
       for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
         const extra = method === 'tasks/update' ? { inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } } : {};
-        expectMissingCapability(await taskCall(url, method, method === 'tasks/get' ? tasks.done : tasks.asking, extra, { meta }));
+        const answer = await taskCall(url, method, method === 'tasks/get' ? tasks.done : tasks.asking, extra, { meta });
+        if (typeof meta === 'object' && meta !== null && !Array.isArray(meta)) expectMissingCapability(answer);
+        else expectMissingEnvelope(answer);
       }
       expectMissingCapability(await callTool(url, TaskTools.FailingJob, {}, { meta }));
       const optional = await callTool(url, TaskTools.SlowCompute, { seconds: 0, label: 'no-task' }, { meta });
       expect(optional.status).toBeLessThan(500);
       expect(optional.body?.result?.resultType).not.toBe('task');
     }
-    // params that is no object at all declares nothing either.
-    for (const params of ['x', [tasks.done], 7]) expectMissingCapability(await rpc(url, 'tasks/get', params, { name: tasks.done }));
+    // params that is no object at all carries no envelope either.
+    for (const params of ['x', [tasks.done], 7]) expectMissingEnvelope(await rpc(url, 'tasks/get', params, { name: tasks.done }));
     expect(upstream.calls(TaskTools.FailingJob)).toBe(failingCalls);
   });
 
-  it('tasks/* without the capability: -32021, HTTP 400, data.requiredCapabilities names the extension', async () => {
+  it('tasks/* without the capability: -32021, HTTP 400, data.requiredCapabilities names the extension (without any envelope: -32602)', async () => {
     const url = stack.urls[1]!;
     for (const meta of [NO_TASKS_META, undefined, baseMeta({}), baseMeta({ extensions: {} }), baseMeta({ extensions: { 'io.modelcontextprotocol/other': {} } })]) {
       for (const taskId of [tasks.done, tasks.asking, tasks.held]) {
         for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
           const extra = method === 'tasks/update' ? { inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } } : {};
           const answer = await taskCall(url, method, taskId, extra, { meta, id: 21 });
-          expectMissingCapability(answer);
           expect(answer.body.id).toBe(21);
+          if (meta === undefined) {
+            expectMissingEnvelope(answer);
+            continue;
+          }
+          expectMissingCapability(answer);
           expect(answer.body.error.message).toContain(method);
         }
       }

@@ -16,7 +16,7 @@ import { callUpstream, upstreamLabel, forwardHeaders, isEventStream, isIdentity 
 import type { UpstreamAnswer } from '../upstream.js';
 import { passThrough, tokenAuth, upstreamFailure, upstreamRefusedCaller } from './pass-through.js';
 import { serveFromLog } from './serve-stream.js';
-import { isTaskEra, serveModern } from '../tasks/modern-post.js';
+import { isModernRequest, serveModern } from '../modern/dispatch.js';
 
 export async function handlePost(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse): Promise<void> {
   let body: Buffer;
@@ -30,7 +30,7 @@ export async function handlePost(ctx: GatewayContext, route: Route, caller: Call
   if (sessionId === undefined) {
     const parsed = parseMessages(body);
     if (parsed.ok && parsed.messages.some(isInitialize)) return initialize(ctx, route, caller, req, res, body, parsed.messages);
-    if (ctx.tasks !== undefined && parsed.ok && parsed.messages.length === 1 && isTaskEra(req)) return serveModern(ctx, ctx.tasks, route, caller, req, res, body, parsed.messages[0]!);
+    if (ctx.tasks !== undefined && parsed.ok && parsed.messages.length === 1 && isModernRequest(req)) return serveModern(ctx, ctx.tasks, route, caller, req, res, body, parsed.messages[0]!);
     // No session and no initialize: the stateless era (2026-07-28) or a
     // client error. Either way the upstream decides; we pass it through.
     return passThrough(ctx, route, caller, req, res, 'POST', body);

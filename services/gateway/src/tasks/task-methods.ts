@@ -4,7 +4,6 @@ import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { fromLogError } from '../http/reply.js';
-import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
@@ -16,14 +15,12 @@ export const MAX_INPUT_RESPONSES_BYTES = 256 * 1024;
 
 /**
  * `tasks/get`, `tasks/update` and `tasks/cancel`, answered by whichever
- * instance receives them from the task's record: no sticky routing, and
- * `Mcp-Name` is checked, never needed.
+ * instance receives them from the task's record: no sticky routing.
+ * `Mcp-Name` was checked by the dispatcher (modern/checks.ts), never needed.
  */
 export async function handleTaskMethod(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, message: JsonRpcMessage): Promise<void> {
   const method = message.method as TaskMethod;
   const params = objectAt(message, 'params');
-  const refused = headerMismatch(req, method, params);
-  if (refused !== undefined) return replyRpcError(res, message.id, refused, 400);
   if (!declaresTasks(params)) return replyRpcError(res, message.id, missingTasksCapability(method), 400);
   const taskId = params!.taskId;
   let inputResponses: JsonObject | undefined;
@@ -60,28 +57,6 @@ export async function handleTaskMethod(ctx: GatewayContext, tasks: EdgeTasks, ro
     return replyRpcError(res, message.id, { code: RpcCode.internal, message: reply.message }, reply.status >= 500 ? 503 : 200);
   }
 }
-
-/**
- * SEP-2243 as the spec's servers do it: `Mcp-Method` must name the body's
- * method and `Mcp-Name` the task (SEP-2663, "Routing Headers"); a missing
- * or different one is -32020 at HTTP 400. Values are compared without
- * surrounding whitespace (RFC 9110 field parsing).
- */
-export function headerMismatch(req: IncomingMessage, method: string, params: JsonObject | undefined): RpcError | undefined {
-  const sentMethod = fieldValue(header(req, 'mcp-method'));
-  if (sentMethod !== method) {
-    return { code: RpcCode.headerMismatch, message: `Bad Request: the request headers and body disagree: the body names method ${method} but the Mcp-Method header is ${sentMethod === undefined ? 'absent' : JSON.stringify(sentMethod)}` };
-  }
-  const taskId = params?.taskId;
-  const sentName = fieldValue(header(req, 'mcp-name'));
-  if (typeof taskId === 'string' && sentName !== taskId) {
-    return { code: RpcCode.headerMismatch, message: `Bad Request: the request headers and body disagree: the Mcp-Name header must be the body's params.taskId${sentName === undefined ? ', and it is absent' : ''}` };
-  }
-  return undefined;
-}
-
-/** A header's value without the optional whitespace HTTP allows around it (spaces and tabs only, RFC 9110 5.5). */
-const fieldValue = (value: string | undefined): string | undefined => value?.replace(/^[ \t]+|[ \t]+$/g, '');
 
 function checkInputResponses(value: unknown): RpcError | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {

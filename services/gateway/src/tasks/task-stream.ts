@@ -8,7 +8,6 @@ import { fromLogError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { replyRpcError } from './rpc-reply.js';
-import { headerMismatch } from './task-methods.js';
 import { declaresTasks, missingTasksCapability, objectAt, RpcCode, taskExpired, taskNotFound } from './wire.js';
 
 export const TASK_STREAM_METHOD = 'tasks/stream';
@@ -29,8 +28,6 @@ const SETTLED_GRACE_MS = 1_000;
  */
 export async function handleTaskStream(ctx: GatewayContext, tasks: EdgeTasks, events: TaskEvents, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, message: JsonRpcMessage): Promise<void> {
   const params = objectAt(message, 'params');
-  const refused = headerMismatch(req, TASK_STREAM_METHOD, params);
-  if (refused !== undefined) return replyRpcError(res, message.id, refused, 400);
   if (!declaresTasks(params)) return replyRpcError(res, message.id, missingTasksCapability(TASK_STREAM_METHOD), 400);
   const taskId = params!.taskId;
   const after = params!.after ?? 0;

@@ -7,7 +7,9 @@ import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { endToEndHeaders, passThrough, tokenAuth } from '../handlers/pass-through.js';
+import { endToEndHeaders, tokenAuth } from '../handlers/pass-through.js';
+import { PASS } from '../modern/served.js';
+import type { Served } from '../modern/served.js';
 import { GatewayErrorCode, replyError } from '../http/reply.js';
 import { copyParamHeaders, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
@@ -29,15 +31,15 @@ const TIMED_OUT = Symbol('timed out');
  * before the client hears of it), answers `CreateTaskResult`, and the call
  * goes on under the task. Anything else passes through untouched.
  */
-export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Promise<void> {
+export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
   const params = message.params as JsonObject | undefined;
   const tool = params?.name;
   const catalog = tasks.catalog(route.path);
   const info = typeof tool === 'string' && catalog !== undefined ? await catalog.lookup(tool, caller.upstreamHeaders) : undefined;
-  if (typeof tool !== 'string' || info === undefined || info.taskSupport === 'forbidden') return passThrough(ctx, route, caller, req, res, 'POST', body);
+  if (typeof tool !== 'string' || info === undefined || info.taskSupport === 'forbidden') return PASS;
   if (!declaresTasks(params)) {
     if (info.taskSupport === 'required') return replyRpcError(res, message.id, missingTasksCapability(`tool ${JSON.stringify(tool)}`), 400);
-    return passThrough(ctx, route, caller, req, res, 'POST', body);
+    return PASS;
   }
 
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();

@@ -15,12 +15,15 @@ export type TaskMethod = (typeof TaskMethod)[keyof typeof TaskMethod];
 export const isTaskMethod = (method: unknown): method is TaskMethod => method === TaskMethod.get || method === TaskMethod.update || method === TaskMethod.cancel;
 
 export const RpcCode = {
+  methodNotFound: -32601,
   invalidParams: -32602,
   internal: -32603,
   /** SEP-2243: a routing header disagrees with the body (HTTP 400). */
   headerMismatch: -32020,
   /** SEP-2575: the request needs a capability the client did not declare (HTTP 400). */
   missingCapability: -32021,
+  /** SEP-2575: a protocol revision the server does not serve (HTTP 400, `data.supported`). */
+  unsupportedVersion: -32022,
 } as const;
 
 export interface RpcError {

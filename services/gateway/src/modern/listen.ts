@@ -5,14 +5,14 @@ import { SseParser } from '@tether/protocol';
 import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
-import { passThrough, upstreamFailure } from '../handlers/pass-through.js';
+import { upstreamFailure } from '../handlers/pass-through.js';
 import { fromLogError, replyError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
 import { callUpstream, forwardHeaders, isEventStream } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
-import type { EdgeTasks } from './edge-tasks.js';
-import { replyRpcError } from './rpc-reply.js';
-import { declaresTasks, detailedTask, missingTasksCapability, objectAt, RpcCode } from './wire.js';
+import type { EdgeTasks } from '../tasks/edge-tasks.js';
+import { replyRpcError } from '../tasks/rpc-reply.js';
+import { declaresTasks, detailedTask, missingTasksCapability, objectAt, RpcCode } from '../tasks/wire.js';
 
 export const SUBSCRIPTION_ID_META = 'io.modelcontextprotocol/subscriptionId';
 /** Task ids one listen may name. */
@@ -34,7 +34,8 @@ export async function handleListen(ctx: GatewayContext, tasks: EdgeTasks, route:
   const params = objectAt(message, 'params');
   const notifications = objectAt(params, 'notifications');
   const taskIds = notifications?.taskIds;
-  if (notifications === undefined || taskIds === undefined) return passThrough(ctx, route, caller, req, res, 'POST', body);
+  // The dispatcher sends a listen here only when it names task ids.
+  if (notifications === undefined || taskIds === undefined) throw new Error('handleListen: a listen without notifications.taskIds is the upstream\'s');
   if (!declaresTasks(params)) return replyRpcError(res, message.id, missingTasksCapability('subscriptions/listen with notifications.taskIds'), 400);
   if (!Array.isArray(taskIds) || !taskIds.every((id) => typeof id === 'string') || taskIds.length > MAX_LISTEN_TASKS) {
     return replyRpcError(res, message.id, { code: RpcCode.invalidParams, message: `Invalid params: notifications.taskIds must be an array of at most ${MAX_LISTEN_TASKS} task id strings` });

@@ -7,13 +7,15 @@ import { endToEndHeaders, tokenAuth, upstreamFailure } from '../handlers/pass-th
 import { replyError } from '../http/reply.js';
 import { callUpstream, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
-import { TASKS_EXTENSION } from './wire.js';
+import { TASKS_EXTENSION } from '../tasks/wire.js';
 
 /**
  * `server/discover` goes to the upstream as any request; the gateway adds
  * `io.modelcontextprotocol/tasks` to `capabilities.extensions` of the answer
- * (it serves the extension whatever the upstream does) and changes nothing
- * else. An answer it cannot read (an error, an encoded body) goes back as is.
+ * (it serves the extension whatever the upstream does) and removes a
+ * 2025-era `capabilities.tasks` (SEP-2663: the extension replaces it, and it
+ * MUST NOT be advertised), changing nothing else. An answer it cannot read
+ * (an error, an encoded body) goes back as is.
  */
 export async function handleDiscover(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
   let answer: UpstreamAnswer;
@@ -43,6 +45,7 @@ function withExtension(text: string): string | undefined {
   if (typeof capabilities !== 'object' || capabilities === null) return undefined;
   const extensions = typeof capabilities.extensions === 'object' && capabilities.extensions !== null ? (capabilities.extensions as Record<string, unknown>) : {};
   capabilities.extensions = { ...extensions, [TASKS_EXTENSION]: extensions[TASKS_EXTENSION] ?? {} };
+  delete capabilities.tasks;
   return JSON.stringify(message);
 }
 
