@@ -46,6 +46,12 @@ export const TaskTools = {
   ToolWithTask: 'test_tool_with_task',
   /** `{ ms }`, optional, `idempotentHint`: sleeps, then `done <n>`, n the calls so far. */
   IdempotentJob: 'idempotent_job',
+  /**
+   * `{}`, optional: after 1.2 s, an input round that asks nothing and
+   * carries only `requestState` (SEP-2322's request-state-only leg), twice;
+   * called again with the state each time, it then answers `legs 2`.
+   */
+  StateLegs: 'state_legs',
   /** `{ key }`, optional: answers the text of {@link TaskUpstream.release} for its key. */
   Hold: 'hold',
 } as const;
@@ -64,8 +70,8 @@ const JOB_MS = 1_500;
 type ToolReturn = CallToolResult | InputRequiredResult;
 type Counter = Map<string, number>;
 type Answers = Record<string, InputResponseView>;
-/** What a round that asks seals into `requestState`: the answers it already has. */
-type AskedState = { readonly answers: Answers };
+/** What a round seals into `requestState`: the answers it already has, and (`state_legs`) the legs done. */
+type AskedState = { readonly answers: Answers; readonly legs?: number };
 
 const text = (value: string): CallToolResult => ({ content: [{ type: 'text', text: value }] });
 const bump = (counter: Counter, tool: string, by = 1) => counter.set(tool, (counter.get(tool) ?? 0) + by);
@@ -202,6 +208,12 @@ function createTaskServer(ledger: Ledger, state: RequestStateCodec<AskedState>):
     await sleep(ms, undefined, { signal: ctx.mcpReq.signal });
     return text(`done ${n}`);
   }, true);
+  tool(TaskTools.StateLegs, 'optional', 'After 1.2 s asks nothing but to be called again with its state, twice, then says so.', noArgs, async (_args, ctx) => {
+    const legs = ctx.mcpReq.requestState<AskedState>()?.legs ?? 0;
+    if (legs === 0) await sleep(ASK_AFTER_MS, undefined, { signal: ctx.mcpReq.signal });
+    if (legs < 2) return inputRequired({ requestState: await state.mint({ answers: {}, legs: legs + 1 }) });
+    return text(`legs ${legs}`);
+  });
   tool(TaskTools.Hold, 'optional', 'Waits until the test releases its key.', z.object({ key: z.string() }), async ({ key }, ctx) => text(await ledger.hold(key, ctx.mcpReq.signal)));
   return server;
 }

@@ -374,4 +374,59 @@ describe('tasks: bad input', () => {
       expect({ key, after: await readAll() }).toEqual({ key, after: snapshot });
     }
   });
+
+  it('the _meta protocol version must be there (-32602), equal the MCP-Protocol-Version header (-32020) and be one the gateway serves (-32022), each at HTTP 400', async () => {
+    const url = stack.urls[0]!;
+    const body = (version: unknown, id: number): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tasks/get', params: { taskId: tasks.done, _meta: { ...META, 'io.modelcontextprotocol/protocolVersion': version } } });
+    const headers = { 'mcp-method': 'tasks/get', 'mcp-name': tasks.done };
+    const other = await post(url, body('2025-11-25', 51), headers);
+    expectHeaderMismatch(other, 51);
+    expect(other.body.error.message).toContain('the body envelope names protocol version 2025-11-25 but the MCP-Protocol-Version header names 2026-07-28');
+    const notString = await post(url, body(20260728, 52), headers);
+    expect(notString.status).toBe(400);
+    expect(notString.body.error).toMatchObject({ code: -32602, message: expect.stringContaining('io.modelcontextprotocol/protocolVersion') });
+    const later = await post(url, body('2027-01-01', 53), { ...headers, 'mcp-protocol-version': '2027-01-01' });
+    expect(later.status).toBe(400);
+    expect(later.body).toMatchObject({ id: 53, error: { code: -32022, data: { supported: ['2026-07-28'], requested: '2027-01-01' } } });
+  });
+
+  it('a listen naming task ids needs Mcp-Method too: absent or another method is -32020 (HTTP 400)', async () => {
+    const url = stack.urls[1]!;
+    const params = { notifications: { taskIds: [tasks.done] } };
+    expectHeaderMismatch(await rpc(url, 'subscriptions/listen', params, { methodHeader: null, id: 61 }), 61);
+    expectHeaderMismatch(await rpc(url, 'subscriptions/listen', params, { methodHeader: 'tasks/get', id: 62 }), 62);
+  });
+
+  it('Mcp-Name in its =?base64?…?= form is decoded before it is compared; an invalid sentinel is -32020', async () => {
+    const url = stack.urls[0]!;
+    const sentinel = (text: string): string => `=?base64?${Buffer.from(text, 'utf8').toString('base64')}?=`;
+    const served = await taskCall(url, 'tasks/get', tasks.done, {}, { name: sentinel(tasks.done), id: 71 });
+    expect(served.status).toBe(200);
+    expect(served.body.result).toMatchObject({ taskId: tasks.done, status: 'completed' });
+    expectHeaderMismatch(await taskCall(url, 'tasks/get', tasks.done, {}, { name: sentinel(tasks.held), id: 72 }), 72);
+    const invalid = await taskCall(url, 'tasks/get', tasks.done, {}, { name: '=?base64?not base64!?=', id: 73 });
+    expectHeaderMismatch(invalid, 73);
+    expect(invalid.body.error.message).toContain('invalid Base64 sentinel');
+  });
+
+  it('tasks/result and tasks/list (the 2025-11-25 tasks, removed by SEP-2663) are -32601 from the gateway itself', async () => {
+    for (const [method, params] of [['tasks/result', { taskId: tasks.done }], ['tasks/list', {}]] as const) {
+      const answer = await rpc(stack.urls[1]!, method, params, { ...(method === 'tasks/result' ? { name: tasks.done } : {}), id: 81 });
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ id: 81, error: { code: -32601, message: expect.stringContaining(`${method} is not part of the Tasks extension`) } });
+    }
+  });
+
+  it('an input round that asks nothing and carries only requestState is followed by the runner, not failed: the task stays working and completes', async () => {
+    const [a, b] = stack.urls as [string, string];
+    const taskId = await createTask(a, TaskTools.StateLegs, {});
+    const seen = new Set<string>();
+    const done = await pollTask(b, taskId, (r) => {
+      seen.add(r.status);
+      return r.status !== 'working';
+    });
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: 'legs 2' }] } });
+    expect(done.requestState).toBeUndefined();
+    expect([...seen]).not.toContain('input_required');
+  });
 });

@@ -6,7 +6,7 @@ import type { JsonObject, StoredTask, TaskEvents, TaskRecord, WriterState } from
 import type { Logger } from 'pino';
 import type { TasksConfig, Route } from '../config.js';
 import type { TaskPort } from '../log/log-port.js';
-import { CANCELLED, failed, omit, settled } from './outcome.js';
+import { CANCELLED, failed, omit, settled, stateOnlyRound } from './outcome.js';
 import { ToolCatalog } from './tool-catalog.js';
 import { startToolCall } from './upstream-call.js';
 import type { ToolCall } from './upstream-call.js';
@@ -46,6 +46,15 @@ const STORE_RETRY_FIRST_MS = 100;
 const STORE_RETRY_MAX_MS = 2_000;
 /** How long a liveness answer about another instance is reused. */
 const PROBE_CACHE_MS = 200;
+/**
+ * An upstream's input round that asks nothing and carries only
+ * `requestState` (SEP-2322's request-state-only leg: "call me again with
+ * this") is followed by the runner itself, after this pause (the official
+ * SDK's own pacing), at most MAX_STATE_LEGS times per run: the task stays
+ * `working`, and the client sees nothing to answer.
+ */
+const STATE_LEG_PACING_MS = 250;
+const MAX_STATE_LEGS = 100;
 
 /**
  * The gateway's tasks (docs/design.md, "Tasks at the edge"): which calls
@@ -130,8 +139,9 @@ export class EdgeTasks {
    * when it ends, the outcome is stored unless something else settled the
    * task first. A call still running when the task expires is closed.
    */
-  run(record: TaskRecord, call: ToolCall, phase: RunPhase): void {
+  run(record: TaskRecord, first: ToolCall, phase: RunPhase, again?: (extra: JsonObject) => ToolCall): void {
     const { taskId } = record;
+    let call = first;
     this.#running.set(taskId, call);
     this.#metrics.tasksRunning.add(1);
     // A child of the request that started it (the call, the tasks/update, the poll that found the runner gone): the trace links them.
@@ -146,7 +156,19 @@ export class EdgeTasks {
     if (recorder !== undefined) call.setNotificationSink((message) => void recorder.append(message));
     const mine = (current: TaskRecord): boolean => current.status === 'working' && current.runner === this.#writerId;
     const settling: Promise<unknown> = call.outcome
-      .then(async (outcome) => {
+      .then(async (answered) => {
+        let outcome = answered;
+        // Request-state-only legs: the upstream wants the call again with its state, not the client's input.
+        for (let legs = 0, state = stateOnlyRound(outcome); state !== undefined && again !== undefined && legs < MAX_STATE_LEGS && !expired; legs += 1, state = stateOnlyRound(outcome)) {
+          const kept = await this.#storeUntil(record, () => this.#table.update(taskId, (current) => (mine(current) ? { ...current, requestState: state!, updatedAtMs: Date.now() } : undefined)));
+          // Cancelled, or settled elsewhere meanwhile: this runner has nothing more to say.
+          if (kept === undefined || this.#running.get(taskId) !== call) return undefined;
+          await sleep(STATE_LEG_PACING_MS);
+          call = again({ requestState: state });
+          this.#running.set(taskId, call);
+          if (recorder !== undefined) call.setNotificationSink((message) => void recorder.append(message));
+          outcome = await call.outcome;
+        }
         // Stopping with --task-retry idempotent: store nothing, so the first reader after this process is gone reruns the call.
         if (outcome.kind === 'lost' && outcome.aborted && this.#stopping && this.config.retry === 'idempotent' && record.idempotent) return undefined;
         try {
@@ -253,7 +275,7 @@ export class EdgeTasks {
     if (rerun && next.record.runner === this.#writerId && next.record.reruns === record.reruns + 1) {
       this.#logger.info({ task: tag(record.taskId), attempt: next.record.attempts }, 'task runner lost: running the idempotent call again');
       this.count('rerun');
-      this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}), 'rerun');
+      this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}), 'rerun', (extra) => this.#callAgain(next.record, callerHeaders, upstreamUrl, extra));
     } else if (next.record.status === 'failed' && next.record.runner === null && record.status === 'working') {
       this.count('runner_lost');
       if (this.events !== undefined) void this.events.writer(record.taskId).append(endMarker('failed'), true);
@@ -327,7 +349,12 @@ export class EdgeTasks {
       const upstreamKey = record.keyMap !== undefined && Object.hasOwn(record.keyMap, key) ? record.keyMap[key]! : key;
       Object.defineProperty(upstreamAnswers, upstreamKey, { value: response, enumerable: true, writable: true, configurable: true });
     }
-    this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }), 'input_round');
+    this.run(record, this.#callAgain(record, callerHeaders, upstreamUrl, { inputResponses: upstreamAnswers, ...(record.requestState === undefined ? {} : { requestState: record.requestState }) }), 'input_round', (extra) => this.#callAgain(record, callerHeaders, upstreamUrl, extra));
+  }
+
+  /** How a task's call is made again later (a request-state-only leg): with these credentials, at this upstream. */
+  againFor(record: TaskRecord, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string): (extra: JsonObject) => ToolCall {
+    return (extra) => this.#callAgain(record, callerHeaders, upstreamUrl, extra);
   }
 
   /** The task's call made again (an input round answered, or a rerun): its params, the round's additions, this caller's credentials. */

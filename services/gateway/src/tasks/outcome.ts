@@ -9,7 +9,8 @@ import { RpcCode } from './wire.js';
  * round is `input_required`.
  */
 export function settled(current: TaskRecord, outcome: CallOutcome, nowMs: number): TaskRecord {
-  const base = omit({ ...current, runner: null, updatedAtMs: nowMs }, 'inputResponses', 'inputRequests', 'statusMessage');
+  // A state from an earlier round or leg is not this outcome's: only an input round carries one on (SEP-2663: a message without one means none).
+  const base = omit({ ...current, runner: null, updatedAtMs: nowMs }, 'inputResponses', 'inputRequests', 'statusMessage', 'requestState');
   switch (outcome.kind) {
     case 'answer': {
       const { answer } = outcome;
@@ -28,6 +29,22 @@ export function settled(current: TaskRecord, outcome: CallOutcome, nowMs: number
       if (outcome.aborted && outcome.reason === CANCELLED) return { ...base, status: 'cancelled', statusMessage: 'cancelled by tasks/cancel' };
       return failed(base, { code: RpcCode.internal, message: outcome.reason, data: { reason: outcome.aborted ? 'aborted' : 'upstream_lost' } }, outcome.reason);
   }
+}
+
+/**
+ * The `requestState` of an input round that asks nothing (no or empty
+ * `inputRequests`): SEP-2322's request-state-only leg, which the runner
+ * follows itself by calling again with that state. Undefined for any other
+ * outcome (an empty round without a state is the upstream's mistake, and
+ * `settled` fails it).
+ */
+export function stateOnlyRound(outcome: CallOutcome): string | undefined {
+  if (outcome.kind !== 'answer' || outcome.answer.error !== undefined) return undefined;
+  const result = outcome.answer.result;
+  if (result.resultType !== 'input_required' || typeof result.requestState !== 'string') return undefined;
+  const requests = result.inputRequests;
+  const asks = typeof requests === 'object' && requests !== null && !Array.isArray(requests) && Object.keys(requests).length > 0;
+  return asks ? undefined : result.requestState;
 }
 
 /** The abort reason of a call cancelled by `tasks/cancel`. */

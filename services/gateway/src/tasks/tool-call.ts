@@ -83,7 +83,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   }
   call.dropRaw();
   tasks.count('created');
-  tasks.run(record, call, 'run');
+  tasks.run(record, call, 'run', tasks.againFor(record, caller.upstreamHeaders, upstreamUrl));
   ctx.logger.debug({ task: tag(record.taskId), tool }, 'task created');
   replyResult(res, message.id, createTaskResult(record));
 }
