@@ -225,6 +225,9 @@ export async function startPartitionTap(servers: readonly string[], streamName: 
       stats.leaderCopies += 1;
     },
   });
+  // The server holds the interest before the tap is returned: an event appended right after
+  // must be republished to it (a loaded clean-clone run missed 1 of 16 without this).
+  await nc.flush();
   let stopped = false;
   let caughtUpAt = 0;
   const holes: number[] = [];
