@@ -273,7 +273,7 @@ const routingHeader = (others: fc.Arbitrary<string>, sentinels: boolean): fc.Arb
 const sentinelHeaders: fc.WeightedArbitrary<RoutingHeader>[] = [
   { weight: 2, arbitrary: fc.constantFrom('', '', ' ').map((pad) => ({ t: 'base64' as const, pad })) },
   {
-    weight: 1,
+    weight: 3,
     arbitrary: fc.record({ t: fc.constant('base64-other' as const), change: fc.constantFrom('suffix' as const, 'case' as const, 'value' as const), value: fc.constantFrom('AAAAAAAAAAAAAAAAAAAAAA', 'hold', '', '*', '\u00e9') }),
   },
   { weight: 1, arbitrary: fc.constant({ t: 'base64-unpadded' as const }) },
