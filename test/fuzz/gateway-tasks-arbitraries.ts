@@ -13,7 +13,9 @@ export type Json = null | boolean | number | string | readonly Json[] | { readon
 
 const BASE64URL = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'];
 export const TASK_METHODS = ['tasks/get', 'tasks/update', 'tasks/cancel'] as const;
-export type FuzzedMethod = (typeof TASK_METHODS)[number] | 'subscriptions/listen';
+/** The 2025-11-25 draft's task methods SEP-2663 removed: the gateway answers them -32601 once the edge checks pass. */
+export const REMOVED_TASK_METHODS = ['tasks/result', 'tasks/list'] as const;
+export type FuzzedMethod = (typeof TASK_METHODS)[number] | (typeof REMOVED_TASK_METHODS)[number] | 'subscriptions/listen';
 
 const anyJson = fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>;
 /** A marker no fixed text holds: a task id or key built on one must never come back in an error or a log line. */
@@ -111,10 +113,11 @@ const capabilities: fc.Arbitrary<Json | undefined> = fc.oneof(
 /** `_meta`: the 2026-07-28 envelope with each key right, wrong or missing, or any JSON. */
 export const metaValue: fc.Arbitrary<Json | undefined> = fc.oneof(
   {
-    weight: 8,
+    weight: 12,
     arbitrary: fc
       .record({
-        protocolVersion: fc.oneof({ weight: 6, arbitrary: fc.constant<Json | undefined>(TASKS_VERSION) }, { weight: 1, arbitrary: fc.constantFrom<Json | undefined>(undefined, '2025-11-25', '', 20260728, null) }),
+        // Mostly right: the envelope is checked first, and `versionFault` aims at it on its own.
+        protocolVersion: fc.oneof({ weight: 12, arbitrary: fc.constant<Json | undefined>(TASKS_VERSION) }, { weight: 1, arbitrary: fc.constantFrom<Json | undefined>(undefined, '2025-11-25', '', 20260728, null) }),
         clientInfo: fc.oneof({ weight: 6, arbitrary: fc.constant<Json | undefined>({ name: 'fuzz-tasks', version: '0' }) }, { weight: 1, arbitrary: fc.oneof(fc.constant(undefined), anyJson) }),
         capabilities,
         extra: fc.option(fc.dictionary(fc.string({ maxLength: 12 }), anyJson, { maxKeys: 3 }), { freq: 4 }),
@@ -130,6 +133,50 @@ export const metaValue: fc.Arbitrary<Json | undefined> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom<Json | undefined>(undefined, null, [], '', 'tasks', 0, {}) },
   { weight: 1, arbitrary: anyJson },
 );
+
+/**
+ * The per-request envelope's revision against the header's, on top of
+ * whatever `_meta` and `MCP-Protocol-Version` a recipe has: `missing`
+ * drops the key from `_meta`; `meta` puts another value there (not a
+ * string, or another string than the header's); `both` names one revision
+ * in the header and `_meta` alike (a later, unserved one: -32022).
+ */
+export type VersionFault =
+  | { readonly t: 'none' }
+  | { readonly t: 'missing' }
+  | { readonly t: 'meta'; readonly value: Json }
+  | { readonly t: 'both'; readonly value: string };
+
+export const versionFault: fc.Arbitrary<VersionFault> = fc.oneof(
+  { weight: 9, arbitrary: fc.constant({ t: 'none' as const }) },
+  { weight: 1, arbitrary: fc.constant({ t: 'missing' as const }) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .constantFrom<Json>(20260728, null, true, {}, [TASKS_VERSION], '2025-11-25', '2026-07-29', '2027-01-01', ` ${TASKS_VERSION}`, `${TASKS_VERSION}\t`, '2026-7-28', '')
+      .map((value) => ({ t: 'meta' as const, value })),
+  },
+  { weight: 1, arbitrary: fc.constantFrom('2027-01-01', '2026-07-29', '9999-12-31').map((value) => ({ t: 'both' as const, value })) },
+);
+
+/** `_meta` and the header's revision once `fault` is applied (`_meta` unchanged when it is not an object). */
+export function withVersionFault(meta: Json | undefined, header: string | undefined, fault: VersionFault): { meta: Json | undefined; header: string | undefined } {
+  const isObj = typeof meta === 'object' && meta !== null && !Array.isArray(meta);
+  const key = 'io.modelcontextprotocol/protocolVersion';
+  switch (fault.t) {
+    case 'none':
+      return { meta, header };
+    case 'missing': {
+      if (!isObj) return { meta, header };
+      const { [key]: _dropped, ...rest } = meta as Record<string, Json>;
+      return { meta: rest, header };
+    }
+    case 'meta':
+      return { meta: isObj ? { ...(meta as Record<string, Json>), [key]: fault.value } : meta, header };
+    case 'both':
+      return { meta: isObj ? { ...(meta as Record<string, Json>), [key]: fault.value } : meta, header: fault.value };
+  }
+}
 
 // ---- inputResponses ---------------------------------------------------------------
 
@@ -188,15 +235,75 @@ export const notificationsRecipe: fc.Arbitrary<NotificationsRecipe> = fc.oneof(
 
 // ---- headers ---------------------------------------------------------------------------
 
-/** A routing header (`Mcp-Method`, `Mcp-Name`): right, padded with whitespace, another value, junk, or absent. */
-export type RoutingHeader = { readonly t: 'right'; readonly pad: string } | { readonly t: 'other'; readonly value: string } | { readonly t: 'absent' };
+/**
+ * A routing header (`Mcp-Method`, `Mcp-Name`): right, padded with
+ * whitespace, another value, junk, or absent; for `Mcp-Name`, also SEP-2243's
+ * `=?base64?…?=` form (what a client sends for a value a header cannot
+ * carry): of the right value (`base64`), of another one (`base64-other`:
+ * the right one with a suffix, its case swapped, or a fixed value), with
+ * the right value's padding dropped (`base64-unpadded`: invalid when the
+ * value's length is not a multiple of 3), or an invalid payload
+ * (`base64-invalid`: bad padding, another alphabet, a space, bytes that are
+ * not UTF-8).
+ */
+export type RoutingHeader =
+  | { readonly t: 'right'; readonly pad: string }
+  | { readonly t: 'other'; readonly value: string }
+  | { readonly t: 'absent' }
+  | { readonly t: 'base64'; readonly pad: string }
+  | { readonly t: 'base64-other'; readonly change: 'suffix' | 'case' | 'value'; readonly value: string }
+  | { readonly t: 'base64-unpadded' }
+  | { readonly t: 'base64-invalid'; readonly value: string };
 
-const routingHeader = (others: fc.Arbitrary<string>): fc.Arbitrary<RoutingHeader> =>
+/** `=?base64?…?=` values no server may decode (RFC 4648 section 4 padded base64 of UTF-8 is the only payload). */
+export const INVALID_SENTINELS = [
+  '=?base64?QQ?=', '=?base64?QQ=?=', '=?base64?Q===?=', '=?base64?====?=', '=?base64?QUFB QUFB?=', '=?base64?QUF-?=', '=?base64?QUF_?=', '=?base64?QU\tFB?=',
+  // 0xFF; an overlong space; an encoded surrogate (U+D800); a lone continuation byte
+  '=?base64?/w==?=', '=?base64?wKA=?=', '=?base64?7aCA?=', '=?base64?gA==?=',
+] as const;
+
+const routingHeader = (others: fc.Arbitrary<string>, sentinels: boolean): fc.Arbitrary<RoutingHeader> =>
   fc.oneof(
     { weight: 8, arbitrary: fc.constantFrom('', '', '', ' ', '\t', '  ').map((pad) => ({ t: 'right' as const, pad })) },
     { weight: 1, arbitrary: fc.constant({ t: 'absent' as const }) },
     { weight: 2, arbitrary: fc.oneof(others, fieldText(40)).map((value) => ({ t: 'other' as const, value })) },
+    ...(sentinels ? sentinelHeaders : []),
   );
+
+const sentinelHeaders: fc.WeightedArbitrary<RoutingHeader>[] = [
+  { weight: 2, arbitrary: fc.constantFrom('', '', ' ').map((pad) => ({ t: 'base64' as const, pad })) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ t: fc.constant('base64-other' as const), change: fc.constantFrom('suffix' as const, 'case' as const, 'value' as const), value: fc.constantFrom('AAAAAAAAAAAAAAAAAAAAAA', 'hold', '', '*', '\u00e9') }),
+  },
+  { weight: 1, arbitrary: fc.constant({ t: 'base64-unpadded' as const }) },
+  { weight: 1, arbitrary: fc.constantFrom(...INVALID_SENTINELS).map((value) => ({ t: 'base64-invalid' as const, value })) },
+];
+
+const base64Of = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
+
+/** A routing header's value for a request whose right value is `right` (none when the body has none). */
+export function routingValue(h: RoutingHeader, right: string | undefined): string | undefined {
+  switch (h.t) {
+    case 'absent':
+      return undefined;
+    case 'other':
+      return h.value;
+    case 'base64-invalid':
+      return h.value;
+    case 'right':
+      return right === undefined ? undefined : `${h.pad}${right}${h.pad}`;
+    case 'base64':
+      return right === undefined ? undefined : `${h.pad}=?base64?${base64Of(right)}?=${h.pad}`;
+    case 'base64-unpadded':
+      return right === undefined ? undefined : `=?base64?${base64Of(right).replace(/=+$/, '')}?=`;
+    case 'base64-other': {
+      const swapped = [...(right ?? '')].map((c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join('');
+      const other = right === undefined || h.change === 'value' ? h.value : h.change === 'suffix' ? `${right}x` : swapped === right ? `${right}a` : swapped;
+      return `=?base64?${base64Of(other === right ? `${other}x` : other)}?=`;
+    }
+  }
+}
 
 export interface TaskHeaders {
   readonly method: RoutingHeader;
@@ -207,14 +314,14 @@ export interface TaskHeaders {
 }
 
 export const taskHeaders: fc.Arbitrary<TaskHeaders> = fc.record({
-  method: routingHeader(fc.constantFrom('tasks/get', 'tasks/update', 'tasks/cancel', 'subscriptions/listen', 'tools/call', 'TASKS/GET', 'tasks/get/')),
-  name: routingHeader(fc.constantFrom('AAAAAAAAAAAAAAAAAAAAAA', '*', '>', '..', 'hold')),
+  method: routingHeader(fc.constantFrom('tasks/get', 'tasks/update', 'tasks/cancel', 'subscriptions/listen', 'tasks/result', 'tools/call', 'TASKS/GET', 'tasks/get/'), false),
+  name: routingHeader(fc.constantFrom('AAAAAAAAAAAAAAAAAAAAAA', '*', '>', '..', 'hold', '=?base64?=', '=?BASE64?QUFB?='), true),
   authorization: fc.oneof(
     { weight: 6, arbitrary: fc.constant({ t: 'none' as const }) },
     { weight: 2, arbitrary: fc.constant({ t: 'foreign' as const }) },
     { weight: 2, arbitrary: fc.string({ unit: fc.constantFrom(...BASE64URL), minLength: 24, maxLength: 60 }).map((s) => ({ t: 'secret' as const, token: `Bearer SECRET${s}` })) },
   ),
-  protocolVersion: fc.oneof({ weight: 12, arbitrary: fc.constant(TASKS_VERSION) }, { weight: 1, arbitrary: fc.constantFrom(undefined, '2025-11-25', ` ${TASKS_VERSION} `, '2026-07-29', '9999-12-31') }),
+  protocolVersion: fc.oneof({ weight: 12, arbitrary: fc.constant(TASKS_VERSION) }, { weight: 1, arbitrary: fc.constantFrom(undefined, '2025-11-25', ` ${TASKS_VERSION} `, '2026-07-29', '2027-01-01', '9999-12-31') }),
 });
 
 // ---- whole requests ------------------------------------------------------------------
@@ -228,6 +335,8 @@ export interface TaskMethodRecipe {
   readonly params: { readonly t: 'object' } | { readonly t: 'value'; readonly value: Json | undefined };
   readonly taskId: TaskIdRecipe;
   readonly meta: Json | undefined;
+  /** Applied to `meta` and `headers.protocolVersion`. */
+  readonly version: VersionFault;
   readonly responses: ResponsesRecipe;
   readonly notifications: NotificationsRecipe;
   readonly extra: Json | undefined;
@@ -244,11 +353,15 @@ export const validId: fc.Arbitrary<number | string | 'absent'> = fc.oneof(
 
 const fuzzedRecipe: fc.Arbitrary<TaskMethodRecipe> = fc.record({
   gateway: fc.nat({ max: 1 }),
-  method: fc.constantFrom<FuzzedMethod>('tasks/get', 'tasks/update', 'tasks/cancel', 'subscriptions/listen'),
+  method: fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom<FuzzedMethod>('tasks/get', 'tasks/update', 'tasks/cancel', 'subscriptions/listen') },
+    { weight: 1, arbitrary: fc.constantFrom<FuzzedMethod>(...REMOVED_TASK_METHODS) },
+  ),
   id: validId,
   params: fc.oneof({ weight: 12, arbitrary: fc.constant({ t: 'object' as const }) }, { weight: 1, arbitrary: fc.constantFrom<Json | undefined>(undefined, null, [], [{ taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }], 'taskId', 7).map((value) => ({ t: 'value' as const, value })) }),
   taskId: taskIdRecipe,
   meta: metaValue,
+  version: versionFault,
   responses: responsesRecipe,
   notifications: notificationsRecipe,
   extra: fc.option(fc.dictionary(fc.string({ maxLength: 10 }), anyJson, { maxKeys: 2 }), { freq: 5 }).map((v) => v ?? undefined),
@@ -257,17 +370,19 @@ const fuzzedRecipe: fc.Arbitrary<TaskMethodRecipe> = fc.record({
 
 /** A request a client would send (routing headers right, the extension declared, a real task), with one or two fields fuzzed. */
 const nearValidRecipe: fc.Arbitrary<TaskMethodRecipe> = fc
-  .tuple(fuzzedRecipe, fc.nat({ max: 1 }), fc.constantFrom('own' as const, 'own' as const, 'foreign' as const), fc.nat(), fc.subarray(['taskId', 'meta', 'responses', 'method', 'name', 'authorization'] as const, { maxLength: 2 }))
-  .map(([f, pad, whose, pick, keep]): TaskMethodRecipe => ({
+  .tuple(fuzzedRecipe, fc.nat({ max: 1 }), fc.constantFrom('own' as const, 'own' as const, 'foreign' as const), fc.nat(), fc.subarray(['taskId', 'meta', 'version', 'responses', 'method', 'name', 'authorization'] as const, { maxLength: 2 }), fc.nat({ max: 3 }))
+  .map(([f, pad, whose, pick, keep, nameForm]): TaskMethodRecipe => ({
     ...f,
     params: { t: 'object' },
     extra: undefined,
     taskId: keep.includes('taskId') ? f.taskId : { t: 'real', whose, pick, mutation: { t: 'none' } },
     meta: keep.includes('meta') ? f.meta : { 'io.modelcontextprotocol/protocolVersion': TASKS_VERSION, 'io.modelcontextprotocol/clientInfo': { name: 'fuzz-tasks', version: '0' }, [CAPABILITIES_META]: { extensions: { [TASKS_EXTENSION]: {} } } },
+    version: keep.includes('version') ? f.version : { t: 'none' },
     responses: keep.includes('responses') ? f.responses : { t: 'value', value: { first: { action: 'accept', content: { name: 'Ada' } }, [`k${pick}`]: pick } },
     headers: {
       method: keep.includes('method') ? f.headers.method : { t: 'right', pad: pad === 0 ? '' : ' ' },
-      name: keep.includes('name') ? f.headers.name : { t: 'right', pad: '' },
+      // A client may send any Mcp-Name in its =?base64?…?= form (it must for a value a header cannot carry).
+      name: keep.includes('name') ? f.headers.name : nameForm === 0 ? { t: 'base64', pad: '' } : { t: 'right', pad: '' },
       authorization: keep.includes('authorization') ? f.headers.authorization : whose === 'foreign' ? { t: 'foreign' } : { t: 'none' },
       protocolVersion: TASKS_VERSION,
     },
@@ -289,6 +404,8 @@ export interface ToolCallRecipe {
   /** slow_compute: 0 answers at once, 0.8 s only well after --task-after (250 ms), even on a loaded machine. */
   readonly seconds: 0 | 0.8;
   readonly meta: Json | undefined;
+  /** Applied to `meta` and the header's revision (2026-07-28). */
+  readonly version: VersionFault;
   readonly name: RoutingHeader;
 }
 
@@ -297,7 +414,8 @@ export const toolCallRecipe: fc.Arbitrary<ToolCallRecipe> = fc.record({
   tool: fc.constantFrom('slow_compute' as const, 'slow_compute' as const, 'slow_compute' as const, 'failing_job' as const, 'greet' as const),
   seconds: fc.constantFrom(0 as const, 0.8 as const),
   meta: metaValue,
-  name: fc.oneof({ weight: 10, arbitrary: fc.constant({ t: 'right' as const, pad: '' }) }, { weight: 1, arbitrary: fc.constant({ t: 'absent' as const }) }),
+  version: versionFault,
+  name: fc.oneof({ weight: 12, arbitrary: fc.constant({ t: 'right' as const, pad: '' }) }, { weight: 1, arbitrary: fc.constant({ t: 'absent' as const }) }, ...sentinelHeaders),
 });
 
 // ---- interleavings on one live task (property 2) -------------------------------------

@@ -4,9 +4,11 @@ import { messagesOf, CAPABILITIES_META, TASKS_EXTENSION, TASKS_VERSION } from '.
 
 /**
  * What the task suite checks: the JSON-RPC shape of every answer, the
- * `Task` shapes of SEP-2663, what the gateway owes a task-method request
- * (its routing-header, capability and parameter checks, as the spec words
- * them), and the order of a task's states as any client sees them.
+ * `Task` shapes of SEP-2663, what the gateway owes a request it answers
+ * (a 2026-07-28 server's checks in the SDK's order: the envelope, the
+ * revision, the routing headers; then SEP-2663's capability and parameter
+ * checks, as the spec words them), and the order of a task's states as any
+ * client sees them.
  */
 
 export const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -24,12 +26,33 @@ export function declaresTasks(params: unknown): boolean {
 }
 
 /**
- * A header value as the gateway compares it: what `fetch` puts on the wire
- * (leading and trailing HTTP whitespace removed) with surrounding whitespace
- * trimmed (RFC 9110 field parsing; the gateway trims with String#trim).
+ * A header value as the gateway reads it: `fetch` sends it without leading
+ * and trailing HTTP whitespace (CR, LF, HTAB, SP), and the server compares
+ * it without the optional whitespace around a field value (SP and HTAB,
+ * RFC 9110 section 5.5). Nothing else is trimmed (not U+00A0, not VT).
  */
 export function seenHeader(sent: string | undefined): string | undefined {
-  return sent?.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '').trim();
+  return sent?.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
+}
+
+/**
+ * SEP-2243's encoded form of a header value, `=?base64?<payload>?=`: the
+ * payload must be canonical padded base64 (RFC 4648 section 4: a multiple of
+ * four characters of the standard alphabet, `=` only as the last one or
+ * two) of UTF-8 (no invalid sequence, no lone surrogate; a BOM is a
+ * character like any other). Anything not of that shape is the value as it
+ * is. `undefined`: a sentinel whose payload is not valid.
+ */
+export function decodedHeader(value: string): string | undefined {
+  const sentinel = /^=\?base64\?(.*)\?=$/s.exec(value);
+  if (sentinel === null) return value;
+  const payload = sentinel[1]!;
+  if (payload.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined;
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(Buffer.from(payload, 'base64'));
+  } catch {
+    return undefined;
+  }
 }
 
 /** A JSON-RPC request id JSON-RPC 2.0 allows. */
@@ -129,53 +152,147 @@ export interface Visibility {
 export type Owed =
   /** Not the gateway's to answer: a notification, another revision, a listen with no taskIds. The upstream answers. */
   | { readonly t: 'upstream'; readonly why: string }
-  /** A JSON-RPC error from the gateway, at this HTTP status. */
-  | { readonly t: 'error'; readonly status: number; readonly code: number; readonly why: string }
+  /**
+   * A JSON-RPC error from the gateway, at this HTTP status; `rung` names the
+   * check. `nullId`: answered with id null (the request's cannot be named);
+   * `mentions`: text the message must hold; `refused`: the revision a
+   * -32022 refuses, which its `data.supported` must not list (it lists the
+   * served ones).
+   */
+  | {
+      readonly t: 'error';
+      readonly status: number;
+      readonly code: number;
+      readonly rung: string;
+      readonly why: string;
+      readonly nullId?: boolean;
+      readonly mentions?: string;
+      readonly refused?: string;
+    }
+  /** Past every check the gateway makes first, answered by a handler this oracle does not model (a declared `tools/call`, `server/discover`), or an undeclared `tools/call` the upstream checks. */
+  | { readonly t: 'served'; readonly why: string }
   /** A result: the task (`tasks/get`) or the empty acknowledgement. */
   | { readonly t: 'result'; readonly taskId: string; readonly method: string }
   /** The listen's event stream: the acknowledgment names exactly `accepted`; `upstreamPart` when a part goes to the upstream. */
   | { readonly t: 'listen'; readonly accepted: readonly string[]; readonly upstreamPart: boolean };
 
-export const Code = { invalidParams: -32602, headerMismatch: -32020, missingCapability: -32021 } as const;
+export type OwedError = Extract<Owed, { t: 'error' }>;
+
+export const Code = {
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  invalidParams: -32602,
+  headerMismatch: -32020,
+  missingCapability: -32021,
+  unsupportedVersion: -32022,
+} as const;
 const MAX_LISTEN = 100;
 const MAX_INPUT_RESPONSES_BYTES = 256 * 1024;
 
+/** The per-request envelope's protocol version (SEP-2575), which `MCP-Protocol-Version` must repeat. */
+export const PROTOCOL_VERSION_META = 'io.modelcontextprotocol/protocolVersion';
+/** The revisions the gateway serves itself: a later date is -32022, never served as this one. */
+export const SERVED_REVISIONS: readonly string[] = [TASKS_VERSION];
+/** The task methods of the 2025-11-25 draft that SEP-2663 removed: the gateway answers them -32601. */
+const REMOVED_METHODS = new Set(['tasks/result', 'tasks/list']);
+const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel']);
 /**
- * SEP-2663 and SEP-2243 for `tasks/get|update|cancel` and a listen naming
- * `notifications.taskIds`, in the order the checks apply: `Mcp-Method` must
- * name the body's method and `Mcp-Name` a string task id (-32020, HTTP
- * 400); the Tasks extension must be declared (-32021, HTTP 400); then
- * `inputResponses` (an object of at most 256 KiB) and `taskId` (a string)
- * are -32602 at HTTP 200; an id the caller may not see is "not found".
+ * The body field `Mcp-Name` mirrors (SEP-2243; SEP-2663 "Routing Headers"),
+ * for the methods the gateway answers. (`tasks/stream`, the draft SEP-2694,
+ * names `taskId` too, but is off in this stack: the upstream's.)
+ */
+const MCP_NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'tasks/get': 'taskId', 'tasks/update': 'taskId', 'tasks/cancel': 'taskId' };
+
+const refusal = (status: number, code: number, rung: string, why: string, more: Partial<OwedError> = {}): OwedError => ({ t: 'error', status, code, rung, why, ...more });
+
+/**
+ * What the gateway owes a 2026-07-28 request, in the order a 2026-07-28
+ * server checks it (the official SDK's inbound ladder), for the requests the
+ * gateway answers: `tasks/get|update|cancel`, `tasks/result`, `tasks/list`,
+ * a listen naming `notifications.taskIds`, `server/discover` and a
+ * `tools/call`. The first check a request fails answers it:
+ *
+ * 0. A `tools/call` whose client did not declare the Tasks extension is the
+ *    upstream's to check (`served`: the gateway only refuses a required tool).
+ * 1. A request id JSON-RPC does not allow: -32600, HTTP 400, id null.
+ * 2. `params._meta["io.modelcontextprotocol/protocolVersion"]` not a string:
+ *    -32602, HTTP 400, the message naming the missing key (`_meta` when
+ *    there is no `_meta` object, else the version key).
+ * 3. That version not the `MCP-Protocol-Version` header's: -32020, HTTP 400.
+ * 4. A revision not served (e.g. 2027-01-01 in both): -32022, HTTP 400,
+ *    `data.supported` naming the served ones.
+ * 5. `Mcp-Method` absent or not the body's method: -32020, HTTP 400 (a
+ *    listen naming only task ids too).
+ * 6. `Mcp-Name`, where the method has one (tools/call: `params.name`; the
+ *    task methods: `params.taskId`): absent while the body field is a
+ *    string, an invalid `=?base64?…?=` sentinel, or its (decoded) value not
+ *    the field: -32020, HTTP 400.
+ * 7. `tasks/result`, `tasks/list`: -32601 at HTTP 200.
+ * 8. Then the handlers (SEP-2663): the extension must be declared (-32021,
+ *    HTTP 400); `inputResponses` an object of at most 256 KiB and `taskId` a
+ *    string (-32602 at HTTP 200); a listen's `taskIds` an array of at most
+ *    100 strings (-32602 at 200); a task the caller may not see is "not
+ *    found" (-32602 at 200); a listen acknowledges the caller's own.
  */
 export function owedAnswer(body: unknown, headers: Readonly<Record<string, string>>, who: Visibility): Owed {
-  // The revision is compared as the gateway does (modern-post.ts): as a string, not trimmed beyond HTTP's OWS.
-  const version = headers['mcp-protocol-version']?.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
-  if (version === undefined || version < TASKS_VERSION) return { t: 'upstream', why: `MCP-Protocol-Version ${JSON.stringify(version)}: not the tasks era` };
+  const version = seenHeader(headers['mcp-protocol-version']);
+  // The tasks era: a revision (a date) from 2026-07-28 on; anything else is the upstream's to refuse.
+  if (version === undefined || !/^\d{4}-\d{2}-\d{2}$/.test(version) || version < TASKS_VERSION) return { t: 'upstream', why: `MCP-Protocol-Version ${JSON.stringify(version)}: not the tasks era` };
   if (!isObject(body) || typeof body.method !== 'string' || body.id === undefined || body.id === null) return { t: 'upstream', why: 'a notification' };
   const method = body.method;
   const params = isObject(body.params) ? body.params : undefined;
-  if (method === 'subscriptions/listen') {
-    const notifications = objectAt(params, 'notifications');
-    if (notifications === undefined || notifications.taskIds === undefined) return { t: 'upstream', why: 'a listen without notifications.taskIds' };
-    if (!declaresTasks(params)) return { t: 'error', status: 400, code: Code.missingCapability, why: 'listen for tasks without the extension' };
-    const ids = notifications.taskIds;
-    if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string') || ids.length > MAX_LISTEN) return { t: 'error', status: 200, code: Code.invalidParams, why: 'taskIds not an array of at most 100 strings' };
+  const notifications = objectAt(params, 'notifications');
+  const listen = method === 'subscriptions/listen' && notifications?.taskIds !== undefined;
+  const owned = listen || TASK_METHODS.has(method) || REMOVED_METHODS.has(method) || method === 'tools/call' || method === 'server/discover';
+  if (!owned) return { t: 'upstream', why: method === 'subscriptions/listen' ? 'a listen without notifications.taskIds' : `${method}: not the gateway's` };
+
+  if (!isValidId(body.id)) return refusal(400, Code.invalidRequest, 'id', 'a request id JSON-RPC does not allow', { nullId: true });
+  if (method === 'tools/call' && !declaresTasks(params)) return { t: 'served', why: 'an undeclared tools/call: the upstream checks it' };
+  const edge = edgeRefusal(method, params, headers, version);
+  if (edge !== undefined) return edge;
+  if (REMOVED_METHODS.has(method)) return refusal(200, Code.methodNotFound, 'removed method', `${method} is not part of the Tasks extension`);
+  if (method === 'tools/call' || method === 'server/discover') return { t: 'served', why: `${method} past the edge checks` };
+
+  if (listen) {
+    if (!declaresTasks(params)) return refusal(400, Code.missingCapability, 'capability', 'listen for tasks without the extension');
+    const ids = notifications!.taskIds;
+    if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string') || ids.length > MAX_LISTEN) return refusal(200, Code.invalidParams, 'params', 'taskIds not an array of at most 100 strings');
     const accepted = [...new Set(ids as string[])].filter((id) => who.visible.has(id));
-    return { t: 'listen', accepted, upstreamPart: Object.keys(notifications).some((k) => k !== 'taskIds') };
+    return { t: 'listen', accepted, upstreamPart: Object.keys(notifications!).some((k) => k !== 'taskIds') };
   }
-  const taskId = params?.taskId;
-  if (seenHeader(headers['mcp-method']) !== method) return { t: 'error', status: 400, code: Code.headerMismatch, why: 'Mcp-Method is not the body\'s method' };
-  if (typeof taskId === 'string' && seenHeader(headers['mcp-name']) !== taskId) return { t: 'error', status: 400, code: Code.headerMismatch, why: 'Mcp-Name is not params.taskId' };
-  if (!declaresTasks(params)) return { t: 'error', status: 400, code: Code.missingCapability, why: 'the extension is not declared' };
+  if (!declaresTasks(params)) return refusal(400, Code.missingCapability, 'capability', 'the extension is not declared');
+  const taskId = params!.taskId;
   if (method === 'tasks/update') {
     const responses = params!.inputResponses;
-    if (!isObject(responses)) return { t: 'error', status: 200, code: Code.invalidParams, why: 'inputResponses is not an object' };
-    if (Buffer.byteLength(JSON.stringify(responses)) > MAX_INPUT_RESPONSES_BYTES) return { t: 'error', status: 200, code: Code.invalidParams, why: 'inputResponses over 256 KiB' };
+    if (!isObject(responses)) return refusal(200, Code.invalidParams, 'params', 'inputResponses is not an object');
+    if (Buffer.byteLength(JSON.stringify(responses)) > MAX_INPUT_RESPONSES_BYTES) return refusal(200, Code.invalidParams, 'params', 'inputResponses over 256 KiB');
   }
-  if (typeof taskId !== 'string') return { t: 'error', status: 200, code: Code.invalidParams, why: 'taskId is not a string' };
-  if (!who.visible.has(taskId)) return { t: 'error', status: 200, code: Code.invalidParams, why: 'not a task this caller may see' };
+  if (typeof taskId !== 'string') return refusal(200, Code.invalidParams, 'params', 'taskId is not a string');
+  if (!who.visible.has(taskId)) return refusal(200, Code.invalidParams, 'not found', 'not a task this caller may see');
   return { t: 'result', taskId, method };
+}
+
+/** Rungs 2 to 6 of `owedAnswer`: the envelope, the revision, `Mcp-Method`, `Mcp-Name`. */
+function edgeRefusal(method: string, params: Obj | undefined, headers: Readonly<Record<string, string>>, version: string): OwedError | undefined {
+  const meta = objectAt(params, '_meta');
+  const claimed = meta?.[PROTOCOL_VERSION_META];
+  if (typeof claimed !== 'string') {
+    const missing = meta === undefined ? '_meta' : PROTOCOL_VERSION_META;
+    return refusal(400, Code.invalidParams, 'envelope', `no string ${PROTOCOL_VERSION_META} in params._meta`, { mentions: missing });
+  }
+  if (claimed !== version) return refusal(400, Code.headerMismatch, 'version≠header', `_meta names ${JSON.stringify(claimed).slice(0, 40)}, the header ${version}`);
+  if (!SERVED_REVISIONS.includes(claimed)) return refusal(400, Code.unsupportedVersion, 'unsupported', `${claimed} is not served`, { refused: claimed });
+  const sentMethod = seenHeader(headers['mcp-method']);
+  if (sentMethod !== method) return refusal(400, Code.headerMismatch, 'Mcp-Method', `Mcp-Method ${sentMethod === undefined ? 'absent' : 'is not the body\'s method'}`);
+  const field = MCP_NAME_FIELD[method];
+  if (field === undefined) return undefined;
+  const bodyValue = typeof params?.[field] === 'string' ? (params[field] as string) : undefined;
+  const sentName = seenHeader(headers['mcp-name']);
+  if (sentName === undefined) return bodyValue === undefined ? undefined : refusal(400, Code.headerMismatch, 'Mcp-Name', `Mcp-Name absent, params.${field} a string`);
+  const decoded = decodedHeader(sentName);
+  if (decoded === undefined) return refusal(400, Code.headerMismatch, 'Mcp-Name sentinel', 'Mcp-Name an invalid =?base64?…?= sentinel');
+  if (bodyValue !== undefined && decoded !== bodyValue) return refusal(400, Code.headerMismatch, decoded === sentName ? 'Mcp-Name' : 'Mcp-Name base64≠field', `Mcp-Name${decoded === sentName ? '' : ' (decoded)'} is not params.${field}`);
+  return undefined;
 }
 
 /** Problems of an answer against what it is owed (`owed.t !== 'upstream'`). */
@@ -184,12 +301,20 @@ export function owedProblems(owed: Owed, res: WireResponse, requestId: unknown):
   if (messages === undefined) return [`a body that is neither JSON nor SSE of JSON: ${res.body.slice(0, 200)}`];
   switch (owed.t) {
     case 'upstream':
+    case 'served':
       return [];
     case 'error': {
       const [m] = messages;
-      const problems = messages.length === 1 ? responseProblems(m, requestId, false) : [`${messages.length} messages, not one error`];
+      const problems = messages.length === 1 ? responseProblems(m, owed.nullId === true ? null : requestId, false) : [`${messages.length} messages, not one error`];
       const error = errorOf(m);
-      if (res.status !== owed.status || error?.code !== owed.code) problems.push(`owed ${owed.status} ${owed.code} (${owed.why}), got ${res.status} ${error?.code ?? 'no error'}`);
+      if (res.status !== owed.status || error?.code !== owed.code) problems.push(`owed ${owed.status} ${owed.code} (${owed.rung}: ${owed.why}), got ${res.status} ${error?.code ?? 'no error'}`);
+      else {
+        if (owed.mentions !== undefined && !error.message.includes(owed.mentions)) problems.push(`a ${owed.code} whose message does not name ${owed.mentions}: ${JSON.stringify(error.message).slice(0, 200)}`);
+        if (owed.refused !== undefined) {
+          const supported = isObject(error.data) ? error.data.supported : undefined;
+          if (!Array.isArray(supported) || !SERVED_REVISIONS.every((v) => supported.includes(v)) || supported.includes(owed.refused)) problems.push(`a -32022 whose data.supported is ${JSON.stringify(supported)}, not the served revisions (${SERVED_REVISIONS.join(', ')}) without ${owed.refused}`);
+        }
+      }
       if (!(res.headers['content-type'] ?? '').startsWith('application/json')) problems.push(`content-type ${res.headers['content-type']}`);
       return problems;
     }

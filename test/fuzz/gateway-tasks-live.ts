@@ -93,7 +93,7 @@ async function liveOp(ctx: LiveContext, property: string, r: LiveRecipe, s: Live
     }
     case 'foreign': {
       const { req, res } = await rpc(ctx.stack, op.gateway, op.method, { taskId: s.taskId, ...(op.method === 'tasks/update' ? { inputResponses: { confirm: { action: 'accept' } } } : {}) }, { name: s.taskId, id: 8, authorization: ctx.foreign });
-      const problems = owedProblems({ t: 'error', status: 200, code: Code.invalidParams, why: 'another principal\'s task' }, res, 8);
+      const problems = owedProblems({ t: 'error', status: 200, code: Code.invalidParams, rung: 'not found', why: 'another principal\'s task' }, res, 8);
       if (problems.length > 0) ctx.fail(`${property}: ${op.method} of the live task as another principal`, req, res, problems);
     }
   }

@@ -8,7 +8,7 @@ import { report } from './gateway-checks.js';
 import { NoAnswer } from './gateway-stack.js';
 import type { WireRequest, WireResponse } from './gateway-stack.js';
 import {
-  invalidId, liveRecipe, mutateId, oversizedCallRecipe, oversizedOutcomeRecipe, responsesOf, taskMethodRecipe, toolCallRecipe,
+  invalidId, liveRecipe, mutateId, oversizedCallRecipe, oversizedOutcomeRecipe, responsesOf, routingValue, taskMethodRecipe, toolCallRecipe, withVersionFault,
 } from './gateway-tasks-arbitraries.js';
 import type { Json, RecordSizeRecipe, TaskIdRecipe, TaskMethodRecipe, ToolCallRecipe } from './gateway-tasks-arbitraries.js';
 import {
@@ -16,7 +16,7 @@ import {
 } from './gateway-tasks-checks.js';
 import { liveCase } from './gateway-tasks-live.js';
 import type { LiveContext } from './gateway-tasks-live.js';
-import { ELICITING_META, messagesOf, modernHeaders, rpc, startTaskGatewayStack } from './gateway-tasks-stack.js';
+import { ELICITING_META, messagesOf, modernHeaders, rpc, startTaskGatewayStack, TASKS_VERSION } from './gateway-tasks-stack.js';
 import type { TaskGatewayStack } from './gateway-tasks-stack.js';
 import { wireHeaders } from './http-arbitraries.js';
 
@@ -28,23 +28,29 @@ import { wireHeaders } from './http-arbitraries.js';
  * `trace`.
  *
  * Properties:
- * 1. `tasks/get|update|cancel` and `subscriptions/listen` with fuzzed bodies
- *    and headers get, within 20 s, a well-formed JSON-RPC answer, and exactly
- *    the one SEP-2243/SEP-2663 owe (-32020 and -32021 at HTTP 400, -32602 at
- *    200, the caller's own tasks only); never a 5xx; no answer or log line
- *    holds a token the request sent, a fuzzed task id or key, or (logs) a
- *    real task id whole. Request ids that JSON-RPC does not allow are a
- *    property of their own.
+ * 1. `tasks/get|update|cancel`, the removed `tasks/result|list` and
+ *    `subscriptions/listen` with fuzzed bodies and headers get, within 20 s,
+ *    a well-formed JSON-RPC answer, and exactly the one owed (`owedAnswer`):
+ *    a 2026-07-28 server's checks in the SDK's order (the `_meta` protocol
+ *    version -32602, equal to the header -32020, served -32022, Mcp-Method
+ *    and Mcp-Name, its =?base64?…?= form decoded, -32020, all at HTTP 400),
+ *    -32601 for the removed methods, then SEP-2663's (-32021 at 400, -32602
+ *    at 200, the caller's own tasks only); never a 5xx; no answer or log
+ *    line holds a token the request sent, a fuzzed task id or key (but the
+ *    Mcp-Name refusal's own two values), or (logs) a real task id whole.
+ *    Request ids that JSON-RPC does not allow are a property of their own.
  * 2. A live task under random interleavings of get, update, cancel, upstream
  *    release and another principal's requests, from both gateways at once:
  *    its states only move working <-> input_required -> terminal, a terminal
  *    task never changes, lastUpdatedAt never goes back, the outcome is the
  *    tool's (cancelled only after a cancel), a final cancel always ends it,
  *    its upstream call is closed, and a listen sees the same story and ends.
- * 3. `tools/call` with `_meta` envelopes of every shape: a CreateTaskResult
- *    only when the extension is declared (and then readable on the other
- *    gateway), else the upstream's answer or -32021 for a required tool;
- *    never a task and a result, never a 5xx.
+ * 3. `tools/call` with `_meta` envelopes of every shape: a declared call
+ *    first meets the same edge checks as property 1's (Mcp-Name mirroring
+ *    params.name), and gets exactly the refusal owed; past them, a
+ *    CreateTaskResult only when the extension is declared (and then readable
+ *    on the other gateway), else the upstream's answer or -32021 for a
+ *    required tool; never a task and a result, never a 5xx.
  * 4. A call too large to store as one task record (the store's messages are
  *    at most 1 MiB): run untasked with the tool's own answer coming back, or
  *    a JSON-RPC error naming the size; never 503 "retry shortly" while the
@@ -175,12 +181,13 @@ function taskIdOf(r: TaskIdRecipe): Json | undefined {
 
 function materialize(r: TaskMethodRecipe): { req: WireRequest; body: unknown; requestId: unknown; secrets: string[]; visible: Set<string> } {
   const taskId = taskIdOf(r.taskId);
+  const version = withVersionFault(r.meta, r.headers.protocolVersion, r.version);
   let params: Json | undefined;
   if (r.params.t === 'value') params = r.params.value;
   else {
     const p: Record<string, Json> = { ...(r.extra as Record<string, Json> | undefined) };
     if (taskId !== undefined) p['taskId'] = taskId;
-    if (r.meta !== undefined) p['_meta'] = r.meta;
+    if (version.meta !== undefined) p['_meta'] = version.meta;
     if (r.method === 'tasks/update') {
       const responses = responsesOf(r.responses);
       if (responses !== undefined) p['inputResponses'] = responses;
@@ -206,12 +213,10 @@ function materialize(r: TaskMethodRecipe): { req: WireRequest; body: unknown; re
   if (h.authorization.t === 'foreign') extra['authorization'] = FOREIGN;
   if (h.authorization.t === 'secret') extra['authorization'] = h.authorization.token;
   if (extra['authorization'] !== undefined) secrets.push(tokenOf(extra['authorization']));
-  const routing = (header: typeof h.method, right: string | undefined): string | undefined =>
-    header.t === 'absent' ? undefined : header.t === 'other' ? header.value : right === undefined ? undefined : `${header.pad}${right}${header.pad}`;
   const nameValue = typeof taskId === 'string' ? taskId : taskId === undefined ? undefined : JSON.stringify(taskId).slice(0, 100);
-  const headers = modernHeaders(routing(h.method, r.method), routing(h.name, nameValue), extra);
-  if (h.protocolVersion === undefined) delete headers['mcp-protocol-version'];
-  else headers['mcp-protocol-version'] = h.protocolVersion;
+  const headers = modernHeaders(routingValue(h.method, r.method), routingValue(h.name, nameValue), extra);
+  if (version.header === undefined) delete headers['mcp-protocol-version'];
+  else headers['mcp-protocol-version'] = version.header;
   const req: WireRequest = { method: 'POST', path: '/mcp', headers: wireHeaders(headers), body: Buffer.from(JSON.stringify(body)) };
   const visible = new Set(h.authorization.t === 'none' ? pool.own : h.authorization.t === 'foreign' ? pool.foreign : []);
   return { req, body: JSON.parse(JSON.stringify(body)) as unknown, requestId: r.id === 'absent' ? undefined : JSON.parse(JSON.stringify(r.id)), secrets, visible };
@@ -243,16 +248,20 @@ async function taskMethodCase(property: string, r: TaskMethodRecipe): Promise<vo
   const res = await exchange(property, r.gateway, req);
   const markers = markersIn(Buffer.from(req.body!).toString('utf8'));
   const answer = `${Object.entries(res.headers).map(([k, v]) => `${k}: ${v}`).join('\n')}\n${res.body}`;
+  // The Mcp-Name refusal (79bdcbe, in the SDK ladder's words) names the two values that disagree, params.taskId and
+  // the header, back to the caller that sent them: those are not held against it; any other marker (a key) still is.
+  const named = owed.t === 'error' && owed.rung.startsWith('Mcp-Name') ? markersIn(`${JSON.stringify(isObject(body) && isObject(body.params) ? body.params.taskId : null)}${req.headers['mcp-name'] ?? ''}`) : [];
   const problems = [
     ...anyAnswerProblems(res, requestId),
     ...owedProblems(owed, res, requestId),
     ...leaks(secrets, [answer], 'the answer'),
-    ...(owed.t === 'error' ? leaks(markers, [answer], 'the error (a fuzzed task id or key, echoed)') : []),
+    ...(owed.t === 'error' ? leaks(markers.filter((m) => !named.includes(m)), [answer], 'the error (a fuzzed task id or key, echoed)') : []),
     ...logProblems(mark, [...secrets, ...markers]),
   ];
-  if (problems.length > 0) fail(`${property} (${r.method}, owed: ${owed.t === 'error' ? `${owed.status} ${owed.code}: ${owed.why}` : owed.t})`, req, res, problems);
+  if (problems.length > 0) fail(`${property} (${r.method}, owed: ${owed.t === 'error' ? `${owed.status} ${owed.code}, ${owed.rung}: ${owed.why}` : owed.t})`, req, res, problems);
   const error = errorOf((messagesOf(res) ?? [])[0]);
-  counter.note(property, `${r.method} ${res.status}${error === undefined ? '' : ` ${error.code}`}${owed.t === 'upstream' ? ' (upstream)' : ''}`);
+  const tag = owed.t === 'error' ? ` ${owed.rung}` : owed.t === 'upstream' ? ' (upstream)' : r.headers.name.t === 'base64' && owed.t === 'result' ? ' (Mcp-Name =?base64?)' : '';
+  counter.note(property, `${r.method} ${res.status}${error === undefined ? '' : ` ${error.code}`}${tag}`);
   if (counter.count(property) % HEALTH_EVERY === 0) await refillPool();
   await healthCheck(property);
 }
@@ -262,9 +271,11 @@ async function taskMethodCase(property: string, r: TaskMethodRecipe): Promise<vo
 async function toolCallCase(property: string, r: ToolCallRecipe): Promise<void> {
   counter.hit(property);
   const args = r.tool === 'slow_compute' ? { seconds: r.seconds, label: 'envelope' } : r.tool === 'greet' ? { name: 'fuzz' } : {};
-  const params = { name: r.tool, arguments: args, ...(r.meta === undefined ? {} : { _meta: r.meta }) };
+  const version = withVersionFault(r.meta, TASKS_VERSION, r.version);
+  const params = { name: r.tool, arguments: args, ...(version.meta === undefined ? {} : { _meta: version.meta }) };
   const body = { jsonrpc: '2.0', id: 31, method: 'tools/call', params };
-  const req: WireRequest = { method: 'POST', path: '/mcp', headers: modernHeaders('tools/call', r.name.t === 'absent' ? undefined : r.tool), body: Buffer.from(JSON.stringify(body)) };
+  const headers = modernHeaders('tools/call', routingValue(r.name, r.tool), { 'mcp-protocol-version': version.header! });
+  const req: WireRequest = { method: 'POST', path: '/mcp', headers: wireHeaders(headers), body: Buffer.from(JSON.stringify(body)) };
   const res = await exchange(property, r.gateway, req);
   const messages = messagesOf(res) ?? [];
   const responses = messages.filter((m) => !(isObject(m) && typeof m.method === 'string'));
@@ -276,8 +287,13 @@ async function toolCallCase(property: string, r: ToolCallRecipe): Promise<void> 
   const declared = declaresTasks(JSON.parse(JSON.stringify(params)));
   const taskSupport = r.tool === 'slow_compute' ? 'optional' : r.tool === 'failing_job' ? 'required' : 'none';
   const slow = r.tool === 'failing_job' || (r.tool === 'slow_compute' && r.seconds > 0.25);
+  // A declared call is checked as a 2026-07-28 server checks it before the gateway looks at the tool (an undeclared one is the upstream's).
+  const owed = owedAnswer(JSON.parse(JSON.stringify(body)), req.headers, { visible: new Set() });
   let outcome: string;
-  if (result?.resultType === 'task' || result?.taskId !== undefined) {
+  if (owed.t === 'error') {
+    outcome = `error ${owed.code} ${owed.rung}`;
+    problems.push(...owedProblems(owed, res, 31));
+  } else if (result?.resultType === 'task' || result?.taskId !== undefined) {
     outcome = 'task';
     problems.push(...createTaskResultProblems(result));
     if (!declared) problems.push('a task for a call that did not declare the Tasks extension');
@@ -302,7 +318,7 @@ async function toolCallCase(property: string, r: ToolCallRecipe): Promise<void> 
     if (declared && taskSupport !== 'none' && slow) problems.push('a declared call to a task tool that ran past --task-after answered a plain result, not a task');
     if (!Array.isArray(result?.content)) problems.push(`a result that is neither a task nor a tool result: ${JSON.stringify(result).slice(0, 200)}`);
   }
-  if (problems.length > 0) fail(`${property} (${r.tool}, declared: ${declared})`, req, res, problems);
+  if (problems.length > 0) fail(`${property} (${r.tool}, declared: ${declared}, owed: ${owed.t === 'error' ? `${owed.status} ${owed.code}, ${owed.rung}: ${owed.why}` : owed.t})`, req, res, problems);
   counter.note(property, `${r.tool}${r.tool === 'slow_compute' ? ` ${r.seconds}s` : ''} ${declared ? 'declared' : 'undeclared'} ${res.status} ${outcome}`);
   await healthCheck(property);
 }
@@ -382,13 +398,19 @@ async function oversizedOutcomeCase(property: string, r: RecordSizeRecipe): Prom
 const timeoutFor = (runs: number, perCaseMs: number): number => 60_000 + (fuzzParams(runs).numRuns ?? runs) * perCaseMs;
 
 describe('tether-gateway tasks (SEP-2663) under fuzzed requests', () => {
-  it('answers fuzzed tasks/get|update|cancel and subscriptions/listen with the JSON-RPC answer SEP-2243/2663 owe, never a 5xx, never echoing a token or a fuzzed id', async () => {
+  it('answers fuzzed tasks/get|update|cancel|result|list and subscriptions/listen with the answer owed (the 2026-07-28 edge checks in the SDK\'s order, then SEP-2663\'s), never a 5xx, never echoing a token or a fuzzed id', async () => {
     const property = 'tasks-methods';
     await fc.assert(fc.asyncProperty(taskMethodRecipe, (r) => taskMethodCase(property, r)), fuzzParams(RUNS.taskMethods));
     expect((await stack.healthy()).ok).toBe(true);
-    // Not vacuous: the caller's own tasks were found, every owed refusal was reached.
+    // Not vacuous: the caller's own tasks were found (an Mcp-Name in its base64 form too), every owed refusal was reached.
     const outcomes = [...counter.outcomes(property).keys()].join(' | ');
-    for (const seen of [/tasks\/get 200(?! -)/, /tasks\/update 200(?! -)/, /tasks\/cancel 200(?! -)/, /400 -32020/, /400 -32021/, /200 -32602/, /subscriptions\/listen 200(?! -)/]) expect(outcomes).toMatch(seen);
+    const reached = [
+      /tasks\/get 200(?! -)/, /tasks\/update 200(?! -)/, /tasks\/cancel 200(?! -)/, /subscriptions\/listen 200(?! -)/, / 200 \(Mcp-Name =\?base64\?\)/,
+      /400 -32602 envelope/, /400 -32020 version≠header/, /400 -32022 unsupported/, /400 -32020 Mcp-Method/, /subscriptions\/listen 400 -32020 Mcp-Method/,
+      /400 -32020 Mcp-Name( \||$)/, /400 -32020 Mcp-Name base64≠field/, /400 -32020 Mcp-Name sentinel/, /tasks\/result 200 -32601/, /tasks\/list 200 -32601/,
+      /400 -32021/, /200 -32602 params/, /200 -32602 not found/,
+    ];
+    for (const seen of reached) expect(outcomes).toMatch(seen);
   });
 
   it('answers a task method whose request id JSON-RPC does not allow (true, {}, 1e400…) with an Invalid Request error and a null id, as the upstream does', async () => {
@@ -421,11 +443,11 @@ describe('tether-gateway tasks (SEP-2663) under fuzzed requests', () => {
     expect((await stack.healthy()).ok).toBe(true);
   });
 
-  it('makes a tools/call with any _meta envelope a task only when the extension is declared, else the upstream answers or -32021; never both, never a 5xx', async () => {
+  it('makes a tools/call with any _meta envelope a task only when the extension is declared (and the edge checks pass), else the upstream answers or -32021; never both, never a 5xx', async () => {
     const property = 'tasks-envelopes';
     await fc.assert(fc.asyncProperty(toolCallRecipe, (r) => toolCallCase(property, r)), fuzzParams(RUNS.envelopes));
     const outcomes = [...counter.outcomes(property).keys()].join(' | ');
-    for (const seen of [/declared 200 task/, /undeclared 200 result/, /failing_job undeclared 400 error -32021/]) expect(outcomes).toMatch(seen);
+    for (const seen of [/declared 200 task/, /undeclared 200 result/, /failing_job undeclared 400 error -32021/, / declared 400 error -320\d\d (envelope|version≠header|unsupported|Mcp-Name)/]) expect(outcomes).toMatch(seen);
   });
 
   it('runs a call too large to store as a task record untasked (or refuses it naming the size), never 503 "retry shortly" while the store is up', async () => {
