@@ -248,14 +248,11 @@ async function taskMethodCase(property: string, r: TaskMethodRecipe): Promise<vo
   const res = await exchange(property, r.gateway, req);
   const markers = markersIn(Buffer.from(req.body!).toString('utf8'));
   const answer = `${Object.entries(res.headers).map(([k, v]) => `${k}: ${v}`).join('\n')}\n${res.body}`;
-  // The Mcp-Name refusal (79bdcbe, in the SDK ladder's words) names the two values that disagree, params.taskId and
-  // the header, back to the caller that sent them: those are not held against it; any other marker (a key) still is.
-  const named = owed.t === 'error' && owed.rung.startsWith('Mcp-Name') ? markersIn(`${JSON.stringify(isObject(body) && isObject(body.params) ? body.params.taskId : null)}${req.headers['mcp-name'] ?? ''}`) : [];
   const problems = [
     ...anyAnswerProblems(res, requestId),
     ...owedProblems(owed, res, requestId),
     ...leaks(secrets, [answer], 'the answer'),
-    ...(owed.t === 'error' ? leaks(markers.filter((m) => !named.includes(m)), [answer], 'the error (a fuzzed task id or key, echoed)') : []),
+    ...(owed.t === 'error' ? leaks(markers, [answer], 'the error (a fuzzed task id or key, echoed)') : []),
     ...logProblems(mark, [...secrets, ...markers]),
   ];
   if (problems.length > 0) fail(`${property} (${r.method}, owed: ${owed.t === 'error' ? `${owed.status} ${owed.code}, ${owed.rung}: ${owed.why}` : owed.t})`, req, res, problems);

@@ -58,24 +58,25 @@ export function checkModernRequest(req: IncomingMessage, message: JsonRpcMessage
     return refuse(RpcCode.invalidParams, `Invalid params: the MCP-Protocol-Version header names protocol revision ${headerVersion ?? '(none)'}, but the request is missing the required per-request envelope key(s): ${missing}`, { envelope: { missing: [missing] } });
   }
   if (headerVersion !== claimed) {
-    return mismatch(headerVersion ?? '(missing)', `the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${headerVersion ?? 'nothing'}`);
+    return mismatch('MCP-Protocol-Version', `the body envelope names protocol version ${claimed.slice(0, 32)} but the MCP-Protocol-Version header names ${headerVersion === undefined ? 'nothing' : headerVersion.slice(0, 32)}`);
   }
   if (!(SUPPORTED_MODERN_VERSIONS as readonly string[]).includes(claimed)) {
     return refuse(RpcCode.unsupportedVersion, `Unsupported protocol version: ${claimed.slice(0, 32)} (supported: ${SUPPORTED_MODERN_VERSIONS.join(', ')})`, { supported: [...SUPPORTED_MODERN_VERSIONS], requested: claimed.slice(0, 32) });
   }
   const sentMethod = fieldValue(header(req, 'mcp-method'));
-  if (sentMethod === undefined) return mismatch('(missing)', `the body names method ${method} but the required Mcp-Method header is absent`);
-  if (sentMethod !== method) return mismatch(sentMethod, `the body names method ${method} but the Mcp-Method header names ${sentMethod}`);
+  if (sentMethod === undefined) return mismatch('Mcp-Method', `the body names method ${method.slice(0, 64)} but the required Mcp-Method header is absent`);
+  if (sentMethod !== method) return mismatch('Mcp-Method', `the Mcp-Method header does not name the body's method ${method.slice(0, 64)}`);
   const field = MCP_NAME_SOURCE[method];
   if (field === undefined) return undefined;
   const bodyValue = typeof params?.[field] === 'string' ? (params[field] as string) : undefined;
   const sentName = fieldValue(header(req, 'mcp-name'));
   if (sentName === undefined) {
-    return bodyValue === undefined ? undefined : mismatch('(missing)', `the body carries params.${field}="${bodyValue}" but the required Mcp-Name header is absent`);
+    return bodyValue === undefined ? undefined : mismatch('Mcp-Name', `the body carries params.${field} but the required Mcp-Name header is absent`);
   }
   const decoded = decodeHeaderValue(sentName);
-  if (decoded === undefined) return mismatch(sentName, 'the Mcp-Name header carries an invalid Base64 sentinel value');
-  if (bodyValue !== undefined && decoded !== bodyValue) return mismatch(sentName, `the body carries params.${field}="${bodyValue}" but the Mcp-Name header names "${decoded}"`);
+  if (decoded === undefined) return mismatch('Mcp-Name', 'the Mcp-Name header carries an invalid Base64 sentinel value');
+  // Neither value is echoed: a task id is its holder's bearer handle, and answers never repeat one.
+  if (bodyValue !== undefined && decoded !== bodyValue) return mismatch('Mcp-Name', `the Mcp-Name header does not name params.${field}`);
   return undefined;
 }
 
@@ -102,8 +103,9 @@ export function decodeHeaderValue(value: string): string | undefined {
 /** A header's value without the optional whitespace HTTP allows around it (spaces and tabs only). */
 export const fieldValue = (value: string | undefined): string | undefined => value?.replace(/^[ \t]+|[ \t]+$/g, '');
 
-function mismatch(headerValue: string, body: string): EdgeRefusal {
-  return refuse(RpcCode.headerMismatch, `Bad Request: the request headers and body disagree: ${body}`, { mismatch: { header: headerValue.slice(0, 200), body } });
+/** -32020 naming the header that disagrees (never its value, which may be a task id). */
+function mismatch(headerName: string, body: string): EdgeRefusal {
+  return refuse(RpcCode.headerMismatch, `Bad Request: the request headers and body disagree: ${body}`, { mismatch: { header: headerName, body } });
 }
 
 function refuse(code: number, message: string, data: unknown): EdgeRefusal {
