@@ -8,7 +8,7 @@
  * the images here".
  *
  * Not in npm test (`.build.ts` is no `*.test.ts`, so npm test's projects
- * never pick it up): a run took 6.5 to 9.5 minutes with the bases cached and
+ * never pick it up): a run took 6 to 9.5 minutes with the bases cached and
  * 15 on a fresh machine (deploy/README.md), as long as npm test itself, and
  * its builds would load the disk, the CPU and the network under npm test's
  * timing-bound suites. `.ci/run` runs it after npm test, with its own config:
