@@ -10,9 +10,15 @@
 # uses (and nothing else, see runtime-manifest.mjs) next to their compiled
 # dist/; the final stage is distroless Node: no shell, no package manager,
 # runs as uid 65532.
-ARG NODE_MAJOR=22
+# Bases: the public images by default, so `docker build` anywhere needs no
+# argument. Where none can be pulled, `npm run images` passes local stand-ins
+# built from Debian's archive and the npm registry (scripts/image-base.sh):
+#   --build-arg BUILD_BASE=localhost/tether-build-base:node24 --build-arg BASE=localhost/tether-base:node24
+ARG NODE_MAJOR=24
+ARG BUILD_BASE=node:${NODE_MAJOR}-bookworm-slim
+ARG BASE=gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot
 
-FROM node:${NODE_MAJOR}-bookworm-slim AS build
+FROM ${BUILD_BASE} AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.base.json tsconfig.json ./
 COPY packages/ packages/
@@ -21,7 +27,7 @@ COPY examples/ examples/
 RUN npm ci --no-audit --no-fund --ignore-scripts
 RUN npx tsc -b services/gateway
 
-FROM node:${NODE_MAJOR}-bookworm-slim AS runtime-deps
+FROM ${BUILD_BASE} AS runtime-deps
 COPY --from=build /src /src
 COPY deploy/docker/runtime-manifest.mjs /tmp/runtime-manifest.mjs
 RUN node /tmp/runtime-manifest.mjs /src services/gateway /app > /tmp/workspaces \
@@ -30,7 +36,7 @@ RUN node /tmp/runtime-manifest.mjs /src services/gateway /app > /tmp/workspaces 
  && while read -r dir; do cp -R "/src/$dir/dist" "/app/$dir/dist"; done < /tmp/workspaces
 COPY deploy/docker/healthcheck.mjs /app/healthcheck.mjs
 
-FROM gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot AS runtime
+FROM ${BASE} AS runtime
 WORKDIR /app
 COPY --from=runtime-deps /app /app
 # Listen on every interface inside the container; flags still win over these.

@@ -6,9 +6,15 @@
 #
 # Same stages as gateway.Dockerfile: tsc build, production dependencies of
 # this service's workspaces only, distroless Node runtime as uid 65532.
-ARG NODE_MAJOR=22
+# Bases: the public images by default, so `docker build` anywhere needs no
+# argument. Where none can be pulled, `npm run images` passes local stand-ins
+# built from Debian's archive and the npm registry (scripts/image-base.sh):
+#   --build-arg BUILD_BASE=localhost/tether-build-base:node24 --build-arg BASE=localhost/tether-base:node24
+ARG NODE_MAJOR=24
+ARG BUILD_BASE=node:${NODE_MAJOR}-bookworm-slim
+ARG BASE=gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot
 
-FROM node:${NODE_MAJOR}-bookworm-slim AS build
+FROM ${BUILD_BASE} AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.base.json tsconfig.json ./
 COPY packages/ packages/
@@ -17,7 +23,7 @@ COPY examples/ examples/
 RUN npm ci --no-audit --no-fund --ignore-scripts
 RUN npx tsc -b services/session-log
 
-FROM node:${NODE_MAJOR}-bookworm-slim AS runtime-deps
+FROM ${BUILD_BASE} AS runtime-deps
 COPY --from=build /src /src
 COPY deploy/docker/runtime-manifest.mjs /tmp/runtime-manifest.mjs
 RUN node /tmp/runtime-manifest.mjs /src services/session-log /app > /tmp/workspaces \
@@ -26,7 +32,7 @@ RUN node /tmp/runtime-manifest.mjs /src services/session-log /app > /tmp/workspa
  && while read -r dir; do cp -R "/src/$dir/dist" "/app/$dir/dist"; done < /tmp/workspaces
 COPY deploy/docker/healthcheck.mjs /app/healthcheck.mjs
 
-FROM gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot AS runtime
+FROM ${BASE} AS runtime
 WORKDIR /app
 COPY --from=runtime-deps /app /app
 ENV NODE_ENV=production \

@@ -56,6 +56,8 @@ export function serviceFlags(main: string): Map<string, ServiceFlag> {
 
 export const GATEWAY_MAIN = 'services/gateway/dist/main.js';
 export const SESSION_LOG_MAIN = 'services/session-log/dist/main.js';
+export const INSPECT_MAIN = 'packages/inspect/dist/inspect-main.js';
+export const SDK_EXAMPLE_MAIN = 'examples/sdk-server/dist/main.js';
 
 /** `10s`, `5m`, `1h`, `250ms`, `5000` (ms) → seconds. */
 export function durationSeconds(value: string): number {

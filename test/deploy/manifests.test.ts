@@ -14,7 +14,9 @@ import { findNatsServerBinary, natsServerVersion, natsVersionAtLeast } from '@te
 import {
   DEPLOY,
   GATEWAY_MAIN,
+  INSPECT_MAIN,
   REPO,
+  SDK_EXAMPLE_MAIN,
   SESSION_LOG_MAIN,
   composePath,
   deployPath,
@@ -40,6 +42,8 @@ const flagDefault = (flags: Map<string, { fallback: string | undefined }>, env: 
   if (value === undefined) throw new Error(`no default for ${env} in --help`);
   return value;
 };
+const inspectFlags = serviceFlags(INSPECT_MAIN);
+const sdkExampleFlags = serviceFlags(SDK_EXAMPLE_MAIN);
 const GATEWAY_PORT = Number(flagDefault(gatewayFlags, 'TETHER_PORT'));
 const SESSION_LOG_PORT = Number(flagDefault(sessionLogFlags, 'TETHER_GRPC_PORT'));
 
@@ -47,6 +51,8 @@ const SESSION_LOG_PORT = Number(flagDefault(sessionLogFlags, 'TETHER_GRPC_PORT')
 const SERVICES = {
   gateway: { dockerfile: 'deploy/docker/gateway.Dockerfile', workspace: 'services/gateway', main: GATEWAY_MAIN, flags: gatewayFlags, port: GATEWAY_PORT },
   'session-log': { dockerfile: 'deploy/docker/session-log.Dockerfile', workspace: 'services/session-log', main: SESSION_LOG_MAIN, flags: sessionLogFlags, port: SESSION_LOG_PORT },
+  inspect: { dockerfile: 'deploy/docker/inspect.Dockerfile', workspace: 'packages/inspect', main: INSPECT_MAIN, flags: inspectFlags, port: Number(flagDefault(inspectFlags, 'TETHER_INSPECT_PORT')) },
+  'sdk-example': { dockerfile: 'deploy/docker/sdk-example.Dockerfile', workspace: 'examples/sdk-server', main: SDK_EXAMPLE_MAIN, flags: sdkExampleFlags, port: Number(flagDefault(sdkExampleFlags, 'PORT')) },
 } as const;
 
 const tetherEnv = (env: Record<string, unknown> | undefined) => Object.keys(env ?? {}).filter((k) => k.startsWith('TETHER_'));
@@ -109,8 +115,8 @@ describe('deploy/docker', () => {
   const workspaces = workspaceDirs();
   const dockerfiles = readdirSync(deployPath('docker')).filter((f) => f.endsWith('.Dockerfile'));
 
-  it('has a Dockerfile for the gateway, the session-log service and the demo upstream', () => {
-    expect(dockerfiles.sort()).toEqual(['demo-upstream.Dockerfile', 'gateway.Dockerfile', 'session-log.Dockerfile']);
+  it('has a Dockerfile for the gateway, the session-log service, the inspector, the SDK example and the demo upstream', () => {
+    expect(dockerfiles.sort()).toEqual(['demo-upstream.Dockerfile', 'gateway.Dockerfile', 'inspect.Dockerfile', 'sdk-example.Dockerfile', 'session-log.Dockerfile']);
   });
 
   for (const file of dockerfiles) {
@@ -125,10 +131,18 @@ describe('deploy/docker', () => {
         expect(froms.length).toBeGreaterThanOrEqual(2);
         for (const from of froms) expect(from.args).toMatch(/\sAS\s+[a-z-]+$/i);
         const base = (s: { args: string }) => s.args.split(/\s+/)[0]!;
-        expect(base(froms[last]!)).toMatch(/^gcr\.io\/distroless\/nodejs\$\{NODE_MAJOR\}-debian12:nonroot$/);
-        expect(froms.slice(0, last).every((f) => base(f) !== base(froms[last]!))).toBe(true);
+        expect(base(froms[last]!)).toBe('${BASE}');
+        expect(froms.slice(0, last).every((f) => base(f) === '${BUILD_BASE}')).toBe(true);
         // Only COPY --from in the runtime stage: nothing is built or installed there.
         expect(final.filter((s) => s.op === 'RUN')).toEqual([]);
+      });
+
+      it('takes its bases as build arguments whose defaults are the public images (npm run images passes local ones)', () => {
+        // Global ARGs, before the first FROM: `docker build` with no argument builds on distroless and node slim.
+        const args = new Map(steps.filter((s) => s.op === 'ARG' && s.stage === -1).map((s) => s.args.split('=') as [string, string]));
+        expect(args.get('NODE_MAJOR')).toBe('24');
+        expect(args.get('BASE')).toBe('gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot');
+        expect(args.get('BUILD_BASE')).toBe('node:${NODE_MAJOR}-bookworm-slim');
       });
 
       it('runs as a non-root user', () => {
@@ -178,7 +192,7 @@ describe('deploy/docker', () => {
           for (const [name, value] of env) {
             if (name === 'NODE_ENV') continue;
             expect(service.flags.has(name), `${file}: ENV ${name}`).toBe(true);
-            if (name.endsWith('_PORT')) expect(Number(value)).toBe(service.port);
+            if (name === 'PORT' || name.endsWith('_PORT')) expect(Number(value)).toBe(service.port);
             if (name.endsWith('_HOST')) expect(value).toBe('0.0.0.0');
           }
         });
