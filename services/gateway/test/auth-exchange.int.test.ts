@@ -2,7 +2,6 @@ import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createRemoteJWKSet, importJWK, jwtVerify, SignJWT } from 'jose';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +10,8 @@ import type { Gateway } from '@tether/gateway';
 import { getFreePort, startAuthorizationServer, startMcpUpstream, startNatsServer } from '@tether/testing';
 import type { AuthorizationServer, McpUpstream, NatsServer } from '@tether/testing';
 import { callTool, initialize, request } from './e2e/raw-client.js';
+import { WHOAMI, whoamiServer } from './whoami-upstream.js';
+import type { Seen } from './whoami-upstream.js';
 
 /**
  * `--upstream-auth exchange` (RFC 8693): the upstream gets a token the
@@ -39,17 +40,6 @@ const bearer = (token: string): Record<string, string> => ({ authorization: `Bea
 const resource = (path: string): string => `${base}${path}`;
 const seen = (token: string): string => (seenTokens.add(token), token);
 const tokenFor = async (path: string, clientId = 'client-a'): Promise<string> => seen((await as.clientCredentials(clientId, { resource: resource(path), scope: 'mcp:tools' })).access_token);
-const WHOAMI = 'whoami';
-
-function whoamiServer(): McpServer {
-  const server = new McpServer({ name: 'whoami', version: '0.0.0' });
-  server.registerTool(WHOAMI, { description: 'the caller as the upstream sees it' }, (extra) => {
-    const headers = extra.requestInfo?.headers ?? {};
-    const pick = (name: string): string | null => (typeof headers[name] === 'string' ? (headers[name] as string) : null);
-    return { content: [{ type: 'text', text: JSON.stringify({ authorization: pick('authorization'), principal: pick('tether-principal') }) }] };
-  });
-  return server;
-}
 
 async function whoami(path: string, token: string): Promise<{ authorization: string | null; principal: string | null }> {
   const url = resource(path);
@@ -58,9 +48,9 @@ async function whoami(path: string, token: string): Promise<{ authorization: str
   for await (const m of res.messages) {
     const msg = JSON.parse(m.data || '{}') as { result?: { content: { text: string }[] } };
     if (msg.result !== undefined) {
-      const out = JSON.parse(msg.result.content[0]!.text) as { authorization: string | null; principal: string | null };
-      if (out.authorization !== null) seen(out.authorization.replace(/^Bearer /, ''));
-      return out;
+      const { authorization, principal } = JSON.parse(msg.result.content[0]!.text) as Seen;
+      if (authorization !== null) seen(authorization.replace(/^Bearer /, ''));
+      return { authorization, principal };
     }
   }
   throw new Error('no result');

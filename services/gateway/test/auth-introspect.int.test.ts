@@ -1,4 +1,3 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityPrincipal } from '@tether/session-log';
 import { getFreePort, startAuthorizationServer, startMcpUpstream } from '@tether/testing';
@@ -6,6 +5,7 @@ import type { AuthorizationServer, McpUpstream } from '@tether/testing';
 import { startInProcessStack } from './fixtures.js';
 import type { InProcessStack } from './fixtures.js';
 import { callTool, initialize, request } from './e2e/raw-client.js';
+import { WHOAMI, whoamiServer } from './whoami-upstream.js';
 
 /**
  * `--auth introspect` (RFC 7662, opaque tokens) and what the upstream is
@@ -20,18 +20,6 @@ let jwtResource: string;
 const stacks: InProcessStack[] = [];
 
 const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
-const WHOAMI = 'whoami';
-
-/** An SDK server whose `whoami` returns the credentials headers the upstream saw. */
-function whoamiServer(): McpServer {
-  const server = new McpServer({ name: 'whoami', version: '0.0.0' });
-  server.registerTool(WHOAMI, { description: 'the caller as the upstream sees it' }, (extra) => {
-    const headers = extra.requestInfo?.headers ?? {};
-    const pick = (name: string): string | null => (typeof headers[name] === 'string' ? (headers[name] as string) : null);
-    return { content: [{ type: 'text', text: JSON.stringify({ authorization: pick('authorization'), principal: pick('tether-principal'), identity: pick('tether-identity') }) }] };
-  });
-  return server;
-}
 
 async function gateway(args: string[]): Promise<string> {
   const stack = await startInProcessStack({ upstreamUrl: upstream.url, args });

@@ -2,7 +2,6 @@ import { createServer, request as httpRequest } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, createLocalLog, parseConfig } from '@tether/gateway';
@@ -11,6 +10,8 @@ import { identityPrincipal } from '@tether/session-log';
 import { getFreePort, startAuthorizationServer, startMcpUpstream, startNatsServer } from '@tether/testing';
 import type { AuthorizationServer, McpUpstream, NatsServer } from '@tether/testing';
 import { callTool, initialize, request } from './e2e/raw-client.js';
+import { WHOAMI, whoamiServer } from './whoami-upstream.js';
+import type { Seen } from './whoami-upstream.js';
 
 /**
  * Issue 31: each route its own protected resource, no token passthrough.
@@ -34,18 +35,6 @@ const PASSWORD = 'pw-SECRET-userinfo';
 const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 const resource = (path: string): string => `${base}${path}`;
 const tokenFor = async (path: string, clientId = 'client-a'): Promise<string> => (await as.clientCredentials(clientId, { resource: resource(path) })).access_token;
-const WHOAMI = 'whoami';
-
-/** An SDK server whose `whoami` returns the credentials headers the upstream saw. */
-function whoamiServer(): McpServer {
-  const server = new McpServer({ name: 'whoami', version: '0.0.0' });
-  server.registerTool(WHOAMI, { description: 'the caller as the upstream sees it' }, (extra) => {
-    const headers = extra.requestInfo?.headers ?? {};
-    const pick = (name: string): string | null => (typeof headers[name] === 'string' ? (headers[name] as string) : null);
-    return { content: [{ type: 'text', text: JSON.stringify({ authorization: pick('authorization'), principal: pick('tether-principal') }) }] };
-  });
-  return server;
-}
 
 async function whoami(path: string, token: string): Promise<{ authorization: string | null; principal: string | null }> {
   const url = resource(path);
@@ -53,7 +42,9 @@ async function whoami(path: string, token: string): Promise<{ authorization: str
   const res = await request(url, { method: 'POST', sessionId, body: callTool(1, WHOAMI, {}), headers: bearer(token) });
   for await (const m of res.messages) {
     const msg = JSON.parse(m.data || '{}') as { result?: { content: { text: string }[] } };
-    if (msg.result !== undefined) return JSON.parse(msg.result.content[0]!.text);
+    if (msg.result === undefined) continue;
+    const { authorization, principal } = JSON.parse(msg.result.content[0]!.text) as Seen;
+    return { authorization, principal };
   }
   throw new Error('no result');
 }
