@@ -249,12 +249,15 @@ export function labelUpstreams(routes: readonly { readonly path: string; readonl
 
 /** An upstream URL as answers and logs show it: its route, else its origin and path (no userinfo, no query). */
 export function upstreamLabel(url: string): string {
-  const label = labels.get(url);
-  if (label !== undefined) return label;
+  return labels.get(url) ?? redactedUrl(url);
+}
+
+/** A URL's origin and path: no userinfo, no query string (where secrets ride). */
+export function redactedUrl(url: string): string {
   try {
     const parsed = new URL(url);
     return `${parsed.origin}${parsed.pathname}`;
   } catch {
-    return 'an invalid upstream URL';
+    return 'invalid url';
   }
 }

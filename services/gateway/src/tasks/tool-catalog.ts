@@ -1,4 +1,5 @@
-import { callerIdentityHeaders, ListFailure, listTools, MAX_PAGES, redactedUrl, ToolListError } from './tool-list.js';
+import { redactedUrl } from '../upstream.js';
+import { callerIdentityHeaders, ListFailure, listTools, MAX_PAGES, ToolListError } from './tool-list.js';
 import type { ToolTaskInfo } from './tool-list.js';
 
 export type { TaskSupport, ToolTaskInfo } from './tool-list.js';

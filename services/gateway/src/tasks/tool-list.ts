@@ -244,14 +244,6 @@ export function callerIdentityHeaders(headers: Readonly<Record<string, string>>)
   return out;
 }
 
-export function redactedUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.origin}${parsed.pathname}`;
-  } catch {
-    return 'invalid url';
-  }
-}
 
 function parseJson(text: string): unknown {
   try {
