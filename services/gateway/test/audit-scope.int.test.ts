@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeEventId } from '@tether/protocol';
-import { decodeAuditEvent } from '@tether/session-log';
 import type { AuditEvent } from '@tether/session-log';
+import { readAudit } from './audit-reader.js';
 import { startInProcessStack } from './fixtures.js';
 import type { InProcessStack } from './fixtures.js';
 import { initialize, request } from './e2e/raw-client.js';
@@ -40,20 +40,8 @@ afterAll(async () => {
 });
 
 /** Every audit event stored under `sessionId` (`<prefix>.audit.<session>` in the log stream). */
-async function auditOf(sessionId: string): Promise<AuditEvent[]> {
-  const filter = `*.audit.${sessionId}`;
-  const info = await jsm.streams.info(stack.streamName, { subjects_filter: filter });
-  const count = Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0);
-  if (count === 0) return [];
-  const consumer = await jetstream(nc).consumers.get(stack.streamName, { filter_subjects: [filter] });
-  const out: AuditEvent[] = [];
-  let seen = 0;
-  for await (const m of await consumer.fetch({ max_messages: count, expires: 2_000 })) {
-    const event = decodeAuditEvent(m.data);
-    if (event !== undefined) out.push(event);
-    if ((seen += 1) >= count) break;
-  }
-  return out;
+function auditOf(sessionId: string): Promise<AuditEvent[]> {
+  return readAudit(nc, jsm, stack.streamName, `*.audit.${sessionId}`);
 }
 
 const refusalsIn = (events: AuditEvent[]): string[] => events.filter((e) => e.kind === 'resume').map((e) => `${e.verdict}:${e.status}`);

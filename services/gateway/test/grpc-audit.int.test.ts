@@ -1,12 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
-import { decodeAuditEvent } from '@tether/session-log';
 import type { AuditEvent } from '@tether/session-log';
+import { readAudit } from './audit-reader.js';
 import { startNatsServer, startServiceProcess } from '@tether/testing';
 import type { NatsServer, ServiceProcess } from '@tether/testing';
 import { createGrpcLog } from '../src/log/grpc-log.js';
@@ -53,20 +53,8 @@ async function open(token: string, logger?: pino.Logger): Promise<LogPort> {
 }
 
 /** The audit events stored under a session, in order (the service's default names: TETHER_LOG, `tether.audit.<session>`). */
-async function auditOf(sessionId: string): Promise<AuditEvent[]> {
-  const subject = `tether.audit.${sessionId}`;
-  const info = await jsm.streams.info('TETHER_LOG', { subjects_filter: subject });
-  const count = info.state.subjects?.[subject] ?? 0;
-  if (count === 0) return [];
-  const consumer = await jetstream(nc).consumers.get('TETHER_LOG', { filter_subjects: [subject] });
-  const out: AuditEvent[] = [];
-  let seen = 0;
-  for await (const m of await consumer.fetch({ max_messages: count, expires: 2_000 })) {
-    const event = decodeAuditEvent(m.data);
-    if (event !== undefined) out.push(event);
-    if ((seen += 1) >= count) break;
-  }
-  return out;
+function auditOf(sessionId: string): Promise<AuditEvent[]> {
+  return readAudit(nc, jsm, 'TETHER_LOG', `tether.audit.${sessionId}`);
 }
 
 const event = (reason: string): AuditEvent => ({ v: 1, atMs: Date.now(), instance: 'gw-audit', kind: 'post', status: 200, reason });
