@@ -94,7 +94,14 @@ export class EdgeTasks {
     this.#tracer = options.tracer;
     this.events = options.events;
     for (const route of options.routes) {
-      this.#catalogs.set(route.path, new ToolCatalog({ upstreamUrl: route.upstreams[0]!, refreshMs: options.config.toolRefreshMs, taskTools: options.config.tools, logger: options.logger }));
+      this.#catalogs.set(route.path, new ToolCatalog({
+        upstreamUrl: route.upstreams[0]!,
+        refreshMs: options.config.toolRefreshMs,
+        taskTools: options.config.tools,
+        noTaskTools: options.config.noTools,
+        listing: options.config.toolList,
+        logger: options.logger,
+      }));
     }
     this.#stopCancels = this.#table.serveCancels(this.#writerId, (taskId) => this.#abortRunning(taskId));
   }
