@@ -75,6 +75,10 @@ export interface TasksConfig {
   readonly pollIntervalMs: number;
   /** Tools treated as task-supporting (`optional`) whatever the upstream declares. */
   readonly tools: readonly string[];
+  /** `--no-task-tools`: tools that never become tasks (plain calls, passed through). */
+  readonly noTools: readonly string[];
+  /** `--task-tool-list on|off`: read the upstream's 2025-era tool list to refine which calls become tasks. */
+  readonly toolList: boolean;
   /** `idempotent`: a task whose runner died is run again elsewhere when the upstream annotates the tool `idempotentHint`. */
   readonly retry: 'off' | 'idempotent';
   /** How old the upstream's tool list may get before it is asked again. */
@@ -121,7 +125,9 @@ export const FLAGS = [
   { flag: 'task-after', env: 'TETHER_TASK_AFTER', help: 'a task-supporting call not answered within this becomes a task (ms, or 1s)', fallback: '250' },
   { flag: 'task-ttl', env: 'TETHER_TASK_TTL', help: 'how long a task stays readable after creation (ms, or 1h)', fallback: '1h' },
   { flag: 'task-poll-interval', env: 'TETHER_TASK_POLL_INTERVAL', help: 'pollIntervalMs suggested to clients (ms, or 1s)', fallback: '1000' },
-  { flag: 'task-tools', env: 'TETHER_TASK_TOOLS', help: 'tools run as tasks when slow even if the upstream does not declare execution.taskSupport, comma separated', fallback: '' },
+  { flag: 'task-tools', env: 'TETHER_TASK_TOOLS', help: 'tools run as tasks when slow even if the upstream\'s tool list says execution.taskSupport forbidden, comma separated', fallback: '' },
+  { flag: 'no-task-tools', env: 'TETHER_NO_TASK_TOOLS', help: 'tools that never become tasks (any other call from a client declaring the Tasks extension does when slow), comma separated', fallback: '' },
+  { flag: 'task-tool-list', env: 'TETHER_TASK_TOOL_LIST', help: 'read the upstream\'s 2025-era tool list (execution.taskSupport, idempotentHint) to refine which calls become tasks: on|off', fallback: 'on' },
   { flag: 'task-retry', env: 'TETHER_TASK_RETRY', help: 'a task whose gateway died: off (settled failed) or idempotent (re-run when the tool is annotated idempotentHint)', fallback: 'off' },
   { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'serve tasks/stream {taskId, after}, the recorded notifications of a task (the draft SEP-2694; may change): on|off', fallback: 'off' },
   { flag: 'task-max-events', env: 'TETHER_TASK_MAX_EVENTS', help: 'notifications kept per task for tasks/stream (older ones: events_gone)', fallback: '10000' },
@@ -218,17 +224,23 @@ export function parseConfig(
   };
 }
 
-type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'task-retry' | 'task-tool-refresh' | 'experimental-task-streams' | 'task-max-events';
+type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'no-task-tools' | 'task-tool-list' | 'task-retry' | 'task-tool-refresh' | 'experimental-task-streams' | 'task-max-events';
 
 function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
   const retry = raw('task-retry');
   if (retry !== 'off' && retry !== 'idempotent') throw new ConfigError(`invalid --task-retry ${JSON.stringify(retry)}; allowed: off or idempotent`);
+  const tools = list(raw('task-tools'), ',');
+  const noTools = list(raw('no-task-tools'), ',');
+  const both = tools.filter((tool) => noTools.includes(tool));
+  if (both.length > 0) throw new ConfigError(`--task-tools and --no-task-tools both name ${both.map((tool) => JSON.stringify(tool)).join(', ')}; name each tool in one of them`);
   return {
     enabled: onOff('tasks', raw('tasks')),
     afterMs: duration('task-after', raw('task-after'), 0),
     ttlMs: duration('task-ttl', raw('task-ttl'), 1_000),
     pollIntervalMs: duration('task-poll-interval', raw('task-poll-interval'), 10),
-    tools: list(raw('task-tools'), ','),
+    tools,
+    noTools,
+    toolList: onOff('task-tool-list', raw('task-tool-list')),
     retry,
     toolRefreshMs: duration('task-tool-refresh', raw('task-tool-refresh'), 1_000),
     streams: onOff('experimental-task-streams', raw('experimental-task-streams')),

@@ -32,6 +32,8 @@ describe('gateway config', () => {
     [['--upstream', 'http://a/mcp', '--bogus', '1'], /unknown flag --bogus/],
     [['--upstream'], /flag --upstream needs a value/],
     [[], /no upstream configured/],
+    [['--upstream', 'http://a/mcp', '--task-tools', 'a,b', '--no-task-tools', 'b'], /--task-tools and --no-task-tools both name "b"/],
+    [['--upstream', 'http://a/mcp', '--task-tool-list', 'maybe'], /--task-tool-list "maybe"/],
   ])('refuses %j naming the flag, value and what is allowed', (argv, message) => {
     expect(() => parseConfig(argv, {})).toThrow(ConfigError);
     expect(() => parseConfig(argv, {})).toThrow(message);

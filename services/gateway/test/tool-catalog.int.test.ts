@@ -96,8 +96,9 @@ describe('ToolCatalog against an SDK v2 upstream (stateless, SSE)', () => {
     expect(await tools.lookup('opt', NO_HEADERS)).toEqual({ taskSupport: 'optional', idempotent: true });
     expect(await tools.lookup('req', NO_HEADERS)).toEqual({ taskSupport: 'required', idempotent: false });
     expect(await tools.lookup('forb', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
-    expect(await tools.lookup('absent', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
-    expect(await tools.lookup('odd', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
+    // 2025-11-25 read an absent field as forbidden; SEP-2663 removed it, so absence (or an unknown value) is no opinion.
+    expect(await tools.lookup('absent', NO_HEADERS)).toEqual({ taskSupport: undefined, idempotent: false });
+    expect(await tools.lookup('odd', NO_HEADERS)).toEqual({ taskSupport: undefined, idempotent: false });
     expect(await tools.lookup('missing', NO_HEADERS)).toBeUndefined();
     expect(warnings).toEqual([]);
     // Stateless: initialize and one tools/list, no session, no DELETE.
@@ -194,6 +195,34 @@ describe('ToolCatalog against an SDK v2 upstream (stateless, SSE)', () => {
     await vi.waitFor(async () => expect(await tools.lookup('tool', NO_HEADERS)).toEqual({ taskSupport: 'required', idempotent: false }));
   });
 
+  it('peek answers at once from what is known, and starts the listing in the background', async () => {
+    const upstream = await modern([{ name: 'forb', taskSupport: 'forbidden' }, { name: 'opt', taskSupport: 'optional', idempotent: true }]);
+    const { catalog: tools, warnings } = catalog(upstream.url);
+    // Nothing listed yet: no opinion, and the caller is not held.
+    expect(tools.peek('forb', NO_HEADERS)).toBeUndefined();
+    await vi.waitFor(() => expect(tools.peek('forb', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false }));
+    expect(tools.peek('opt', NO_HEADERS)).toEqual({ taskSupport: 'optional', idempotent: true });
+    expect(upstream.requests()).toHaveLength(2);
+    expect(warnings).toEqual([]);
+  });
+
+  it('--no-task-tools rules a tool out whatever the list says; --task-tools rules one in', async () => {
+    const upstream = await modern([{ name: 'opt', taskSupport: 'optional', idempotent: true }, { name: 'forb', taskSupport: 'forbidden' }]);
+    const { catalog: tools } = catalog(upstream.url, { noTaskTools: ['opt', 'unlisted'], taskTools: ['forb'] });
+    expect(await tools.lookup('opt', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: true });
+    expect(await tools.lookup('unlisted', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
+    expect(await tools.lookup('forb', NO_HEADERS)).toEqual({ taskSupport: 'optional', idempotent: false });
+  });
+
+  it('--task-tool-list off never asks the upstream; only the flags refine', async () => {
+    const upstream = await modern([{ name: 'forb', taskSupport: 'forbidden' }]);
+    const { catalog: tools, warnings } = catalog(upstream.url, { listing: false, noTaskTools: ['never'] });
+    expect(await tools.lookup('forb', NO_HEADERS)).toBeUndefined();
+    expect(tools.peek('never', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
+    expect(upstream.requests()).toHaveLength(0);
+    expect(warnings).toEqual([]);
+  });
+
   it('after close() a lookup answers from memory and sends nothing', async () => {
     const upstream = await modern([{ name: 'opt', taskSupport: 'optional' }]);
     const { catalog: tools, warnings } = catalog(upstream.url, { taskTools: ['forced'] });
@@ -215,6 +244,7 @@ describe('ToolCatalog against an SDK v1 upstream (sessions)', () => {
       const upstream = await v1({ jsonResponse });
       const { catalog: tools, warnings } = catalog(upstream.url);
       expect(await tools.lookup('v1_required', { authorization: TOKEN })).toEqual({ taskSupport: 'required', idempotent: false });
+      // SDK v1 writes `execution: {taskSupport: 'forbidden'}` out for every plain tool: an explicit no, kept.
       expect(await tools.lookup('v1_idempotent', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: true });
       expect(await tools.lookup('v1_plain', NO_HEADERS)).toEqual({ taskSupport: 'forbidden', idempotent: false });
       expect(warnings).toEqual([]);
@@ -264,6 +294,16 @@ describe('ToolCatalog when the upstream cannot answer', () => {
     const logged = JSON.stringify(warnings);
     expect(logged).not.toContain('catalog-test-secret');
     expect(logged).not.toContain('url-secret');
+  });
+
+  it('an upstream that refuses every listing is warned about once per reason, not at every retry', async () => {
+    const port = await getFreePort();
+    const { catalog: tools, warnings } = catalog(`http://127.0.0.1:${port}/mcp`, { timeoutMs: 1_000 });
+    for (let i = 0; i < 3; i += 1) {
+      tools.invalidate(); // as a list_changed would: each lookup tries again
+      expect(await tools.lookup('anything', NO_HEADERS)).toBeUndefined();
+    }
+    expect(warnings.map((w) => (w.obj as { reason: string }).reason)).toEqual(['upstream_unreachable']);
   });
 
   it('a failed refresh keeps answering from the last good list', async () => {

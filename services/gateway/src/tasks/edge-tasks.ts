@@ -94,7 +94,14 @@ export class EdgeTasks {
     this.#tracer = options.tracer;
     this.events = options.events;
     for (const route of options.routes) {
-      this.#catalogs.set(route.path, new ToolCatalog({ upstreamUrl: route.upstreams[0]!, refreshMs: options.config.toolRefreshMs, taskTools: options.config.tools, logger: options.logger }));
+      this.#catalogs.set(route.path, new ToolCatalog({
+        upstreamUrl: route.upstreams[0]!,
+        refreshMs: options.config.toolRefreshMs,
+        taskTools: options.config.tools,
+        noTaskTools: options.config.noTools,
+        listing: options.config.toolList,
+        logger: options.logger,
+      }));
     }
     this.#stopCancels = this.#table.serveCancels(this.#writerId, (taskId) => this.#abortRunning(taskId));
   }
@@ -170,7 +177,7 @@ export class EdgeTasks {
           outcome = await call.outcome;
         }
         // Stopping with --task-retry idempotent: store nothing, so the first reader after this process is gone reruns the call.
-        if (outcome.kind === 'lost' && outcome.aborted && this.#stopping && this.config.retry === 'idempotent' && record.idempotent) return undefined;
+        if (outcome.kind === 'lost' && outcome.aborted && this.#stopping && (await this.#mayRunAgain(record, {}))) return undefined;
         try {
           // The call stays "running here" while its outcome waits for the store, so readers elsewhere keep answering `working`, not lost.
           return await this.#storeUntil(record, () => this.#table.update(taskId, (current) => (mine(current) ? settled(current, outcome, Date.now()) : undefined)));
@@ -249,7 +256,7 @@ export class EdgeTasks {
     const dead = record.runner;
     // The record names this process, which runs no such call: its outcome was never stored (the store stayed out until expiry, or this process stopped).
     const ownLoss = dead === this.#writerId;
-    const rerun = this.config.retry === 'idempotent' && record.idempotent;
+    const rerun = await this.#mayRunAgain(record, callerHeaders);
     const next = await this.#table.update(record.taskId, (current) => {
       if (current.status !== 'working' || current.runner !== dead) return undefined;
       const now = Date.now();
@@ -282,6 +289,19 @@ export class EdgeTasks {
       this.#logger.info({ task: tag(record.taskId) }, 'task runner lost: settled failed');
     }
     return next;
+  }
+
+  /**
+   * Whether a call whose runner is gone may be run again: `--task-retry
+   * idempotent` and a tool the upstream annotates `idempotentHint`. The
+   * record's flag is what the tool list said when the task was created, and
+   * a call never waits for the list, so it may have said nothing yet; then
+   * the list is asked now (this rare path may wait for it, once per route).
+   */
+  async #mayRunAgain(record: TaskRecord, callerHeaders: Readonly<Record<string, string>>): Promise<boolean> {
+    if (this.config.retry !== 'idempotent') return false;
+    if (record.idempotent) return true;
+    return (await this.#catalogs.get(record.route)?.lookup(record.tool, callerHeaders))?.idempotent === true;
   }
 
   /**

@@ -24,28 +24,41 @@ const CALL_HEADERS = ['mcp-protocol-version'];
 const TIMED_OUT = Symbol('timed out');
 
 /**
- * A 2026-07-28 `tools/call`. To a task-supporting tool, from a client that
- * declared the Tasks extension, it starts upstream at once; an answer
- * within `--task-after` goes straight back (a result, an error, an input
- * round before any task). Otherwise the gateway stores a task (durable
- * before the client hears of it), answers `CreateTaskResult`, and the call
- * goes on under the task. Anything else passes through untouched.
+ * A 2026-07-28 `tools/call`. From a client that declared the Tasks
+ * extension it starts upstream at once; an answer within `--task-after`
+ * goes straight back (a result, an error, an input round before any task).
+ * Otherwise the gateway stores a task (durable before the client hears of
+ * it), answers `CreateTaskResult`, and the call goes on under the task.
+ * SEP-2663 makes the server the sole decider with no `tools/list` warm-up,
+ * so any tool qualifies except one the catalog rules out (`forbidden` in the
+ * upstream's 2025-era list, or `--no-task-tools`), as known at that moment:
+ * such a call never waits for the list. A call from a client without the
+ * extension passes through untouched, unless the list says the tool
+ * requires tasks.
  */
 export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
   const params = message.params as JsonObject | undefined;
   const tool = params?.name;
+  if (typeof tool !== 'string') return PASS;
   const catalog = tasks.catalog(route.path);
-  const info = typeof tool === 'string' && catalog !== undefined ? await catalog.lookup(tool, caller.upstreamHeaders) : undefined;
-  if (typeof tool !== 'string' || info === undefined || info.taskSupport === 'forbidden') return PASS;
+  const known = () => catalog?.peek(tool, caller.upstreamHeaders);
   if (!declaresTasks(params)) {
-    if (info.taskSupport === 'required') return replyRpcError(res, message.id, missingTasksCapability(`tool ${JSON.stringify(tool)}`), 400);
+    // Never a task, so waiting for the list costs no task its start: the first
+    // call on a route waits for it (once), so a tool that requires tasks is
+    // never run for a client that cannot take one.
+    const info = await catalog?.lookup(tool, caller.upstreamHeaders);
+    if (info?.taskSupport === 'required') return replyRpcError(res, message.id, missingTasksCapability(`tool ${JSON.stringify(tool)}`), 400);
     return PASS;
   }
+  if (known()?.taskSupport === 'forbidden') return PASS;
 
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();
   const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
   if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw(), tokenAuth(ctx));
+  // A list that arrived while the call ran may rule it out; it then stays the plain call it is.
+  const info = known();
+  if (info?.taskSupport === 'forbidden') return answerWhenDone(res, message.id, await call.outcome, call.raw(), tokenAuth(ctx));
 
   const now = Date.now();
   const record: TaskRecord = {
@@ -64,7 +77,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
     attempts: 1,
     reruns: 0,
     rounds: 0,
-    idempotent: info.idempotent,
+    idempotent: info?.idempotent ?? false,
     params: withoutRoundFields(params!),
     callHeaders: callHeadersOf(req),
     usedKeys: [],

@@ -5,10 +5,18 @@ import type { ToolTaskInfo } from './tool-list.js';
 export type { TaskSupport, ToolTaskInfo } from './tool-list.js';
 
 /*
- * Which upstream tools support tasks (MCP 2026-07-28 Tasks extension), so the
- * gateway can decide whether a `tools/call` may become a durable task: one
- * catalog per route, the list read by `tool-list.ts` (in the 2025 era: see
- * there why), kept in memory and refreshed.
+ * What the upstream says about its tools, as a refinement of which
+ * `tools/call`s may become durable tasks (MCP 2026-07-28 Tasks extension).
+ *
+ * SEP-2663 makes the server the sole decider, with no `tools/list` warm-up:
+ * any call from a client that declared the extension, unanswered after
+ * `--task-after`, becomes a task. This catalog only narrows that: a tool the
+ * upstream's 2025-era list marks `forbidden` (or `--no-task-tools` names)
+ * stays a plain call, one marked `required` is refused to a client without
+ * the extension, and `idempotentHint` allows re-runs. One catalog per route,
+ * the list read by `tool-list.ts` (in the 2025 era: see there why), kept in
+ * memory and refreshed in the background; a call never waits for it
+ * ({@link ToolCatalog.peek}).
  */
 
 export interface ToolCatalogOptions {
@@ -16,8 +24,12 @@ export interface ToolCatalogOptions {
   readonly upstreamUrl: string;
   /** Re-list after this long, in ms (e.g. 60_000). The old list answers while the new one loads. */
   readonly refreshMs: number;
-  /** `--task-tools`: names treated as taskSupport `'optional'` (at least) even if the upstream says nothing. */
+  /** `--task-tools`: names treated as taskSupport `'optional'` (at least), even against an upstream's `forbidden`. */
   readonly taskTools: readonly string[];
+  /** `--no-task-tools`: names that never become tasks, whatever the upstream says. */
+  readonly noTaskTools?: readonly string[];
+  /** `--task-tool-list off`: never read the upstream's list; only the two flags above refine. */
+  readonly listing?: boolean;
   /** Per upstream request (body included). Default 5000. */
   readonly timeoutMs?: number;
   readonly logger?: { warn(obj: object, msg: string): void };
@@ -39,6 +51,9 @@ interface ToolList {
 export class ToolCatalog {
   readonly #options: ToolCatalogOptions;
   readonly #taskTools: ReadonlySet<string>;
+  readonly #noTaskTools: ReadonlySet<string>;
+  /** The reason of the last failed listing that was logged: a failure repeats quietly until the reason changes. */
+  #warnedReason: string | undefined;
   readonly #closing = new AbortController();
   #list: ToolList | undefined;
   #generation = 0;
@@ -49,6 +64,18 @@ export class ToolCatalog {
   constructor(options: ToolCatalogOptions) {
     this.#options = options;
     this.#taskTools = new Set(options.taskTools);
+    this.#noTaskTools = new Set(options.noTaskTools ?? []);
+  }
+
+  /**
+   * What is known of the tool now, without waiting: the last good list
+   * refined by the flags, else undefined. Starts a background (re)listing
+   * when one is due, with `headers` (the caller's forwarded identity
+   * headers); the call that asked goes on at once.
+   */
+  peek(tool: string, headers: Readonly<Record<string, string>>): ToolTaskInfo | undefined {
+    void this.lookup(tool, headers);
+    return this.#answer(tool);
   }
 
   /**
@@ -59,7 +86,7 @@ export class ToolCatalog {
    * else from `taskTools`, else `undefined`, and logs a warning.
    */
   async lookup(tool: string, headers: Readonly<Record<string, string>>): Promise<ToolTaskInfo | undefined> {
-    if (this.#closing.signal.aborted) return this.#answer(tool);
+    if (this.#closing.signal.aborted || this.#options.listing === false) return this.#answer(tool);
     const now = performance.now();
     const list = this.#list;
     const retryAllowed = !this.#lastAttemptFailed || now - this.#lastAttemptAt >= REFETCH_MIN_INTERVAL_MS;
@@ -94,9 +121,10 @@ export class ToolCatalog {
     // The last good list even after invalidate(): older facts beat none when
     // the upstream cannot be asked.
     const listed = this.#list?.tools.get(tool);
+    if (this.#noTaskTools.has(tool)) return { taskSupport: 'forbidden', idempotent: listed?.idempotent ?? false };
     if (!this.#taskTools.has(tool)) return listed;
     if (listed === undefined) return { taskSupport: 'optional', idempotent: false };
-    return listed.taskSupport === 'forbidden' ? { ...listed, taskSupport: 'optional' } : listed;
+    return listed.taskSupport === 'forbidden' || listed.taskSupport === undefined ? { ...listed, taskSupport: 'optional' } : listed;
   }
 
   /** Joins the listing of the current generation, or starts one once any older listing has settled. */
@@ -129,12 +157,19 @@ export class ToolCatalog {
         closing: this.#closing.signal,
       });
       this.#list = { tools: listing.tools, listedAt: startedAt, generation };
+      this.#warnedReason = undefined;
       if (generation === this.#generation) this.#lastAttemptFailed = false;
       if (listing.truncated) this.#warn({ reason: 'too_many_pages', pages: MAX_PAGES, tools: listing.tools.size }, 'tool list truncated');
     } catch (err) {
       if (generation === this.#generation) this.#lastAttemptFailed = true;
       const failure = err instanceof ToolListError ? err : new ToolListError(ListFailure.badAnswer);
-      if (failure.code !== ListFailure.closed) this.#warn({ reason: failure.code, ...failure.fields, hasList: this.#list !== undefined }, 'tool list failed');
+      // An upstream that speaks only 2026-07-28 refuses every listing. Calls
+      // still become tasks without the list, so a failure is said once per
+      // reason (until a listing works again), not every few seconds.
+      if (failure.code !== ListFailure.closed && failure.code !== this.#warnedReason) {
+        this.#warnedReason = failure.code;
+        this.#warn({ reason: failure.code, ...failure.fields, hasList: this.#list !== undefined }, 'tool list failed');
+      }
     }
   }
 

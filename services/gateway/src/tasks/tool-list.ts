@@ -13,7 +13,13 @@ import { HttpHeader, SseParser } from '@tether/protocol';
 export type TaskSupport = 'forbidden' | 'optional' | 'required';
 
 export interface ToolTaskInfo {
-  readonly taskSupport: TaskSupport;
+  /**
+   * What the 2025-era list says, or undefined when it says nothing (or
+   * something this gateway does not know). In 2025-11-25 an absent field
+   * meant forbidden; SEP-2663 removed the field and made the server the sole
+   * decider, so here only an explicit value is an opinion.
+   */
+  readonly taskSupport: TaskSupport | undefined;
   /** `annotations.idempotentHint === true`: a retry after a lost answer is safe. */
   readonly idempotent: boolean;
 }
@@ -123,8 +129,7 @@ function taskInfo(tool: unknown): ToolTaskInfo {
   const support = isObject(execution) ? execution.taskSupport : undefined;
   const annotations = isObject(tool) ? tool.annotations : undefined;
   return {
-    // Spec: absent means forbidden; so does a value this gateway does not know.
-    taskSupport: typeof support === 'string' && TASK_SUPPORT.has(support) ? (support as TaskSupport) : 'forbidden',
+    taskSupport: typeof support === 'string' && TASK_SUPPORT.has(support) ? (support as TaskSupport) : undefined,
     idempotent: isObject(annotations) && annotations.idempotentHint === true,
   };
 }
