@@ -15,8 +15,9 @@ import { copyParamHeaders, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { tag } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
+import { forwardOwnedCall } from './upstream-owned.js';
 import type { CallOutcome, RawAnswer } from './upstream-call.js';
-import { createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
+import { bodyWithoutTasksDeclaration, createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
 import type { RpcError } from './wire.js';
 
 /** Headers of the first request that the task's later calls repeat (never credentials). */
@@ -32,6 +33,8 @@ const TIMED_OUT = Symbol('timed out');
  * goes on under the task. Anything else passes through untouched.
  */
 export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
+  // An upstream that runs tasks itself decides, and its tasks are routed to it (upstream-owned.ts).
+  if (await tasks.owners.owns(route, caller.upstreamHeaders)) return forwardOwnedCall(ctx, tasks, route, caller, req, res, body, message);
   const params = message.params as JsonObject | undefined;
   const tool = params?.name;
   const catalog = tasks.catalog(route.path);
@@ -43,7 +46,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   }
 
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();
-  const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
+  const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), bodyWithoutTasksDeclaration(body), message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
   if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw(), tokenAuth(ctx));
 
