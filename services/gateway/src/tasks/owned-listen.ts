@@ -33,7 +33,7 @@ export async function routeOwnedListen(ctx: GatewayContext, tasks: EdgeTasks, ro
   const taskIds = notifications?.taskIds;
   // The gateway's listen answers the malformed and the undeclared (-32602, -32021).
   if (!declaresTasks(params) || !Array.isArray(taskIds) || !taskIds.every((id) => typeof id === 'string')) return NOT_ROUTED;
-  if (!(await tasks.owners.owns(route, caller.upstreamHeaders))) return NOT_ROUTED;
+  if (!(await tasks.owners.mayOwn(route, caller.upstreamHeaders))) return NOT_ROUTED;
   const routed: StoredTask[] = [];
   try {
     for (const taskId of new Set(taskIds as string[])) {

@@ -61,6 +61,15 @@ export class TaskOwners {
     return belief !== undefined && !belief.failed ? Promise.resolve(belief.offers) : probing;
   }
 
+  /**
+   * Whether `route`'s upstream may run tasks itself: it does, or it could
+   * not be asked (a route record found for a task id is then believed: the
+   * replica that made it answers for it, or the task is settled lost).
+   */
+  async mayOwn(route: Route, credentials: Readonly<Record<string, string>>): Promise<boolean> {
+    return (await this.owns(route, credentials)) || this.#beliefs.get(route.path)?.failed === true;
+  }
+
   /** Learns from a `server/discover` result the gateway relayed (its `result`, as the upstream sent it). */
   learn(routePath: string, result: unknown): void {
     const capabilities = objectAt(result, 'capabilities');

@@ -93,7 +93,7 @@ export async function routeOwnedRequest(ctx: GatewayContext, tasks: EdgeTasks, r
   const taskMethod = isTaskMethod(method);
   const taskId = taskMethod ? params?.taskId : nameOf(req, method);
   if (typeof taskId !== 'string' || (taskMethod && !declaresTasks(params))) return NOT_ROUTED;
-  if (!(await tasks.owners.owns(route, caller.upstreamHeaders))) return NOT_ROUTED;
+  if (!(await tasks.owners.mayOwn(route, caller.upstreamHeaders))) return NOT_ROUTED;
   let found: Awaited<ReturnType<typeof findOwned>>;
   try {
     found = await findOwned(tasks.table, route, taskId, caller.principal);
@@ -121,8 +121,8 @@ export async function routeOwnedRequest(ctx: GatewayContext, tasks: EdgeTasks, r
     await answer.cancel();
     return replyError(res, refused);
   }
-  if (!taskMethod) return relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => data);
-  // The replica answers "not found" for a task it created: it restarted empty, or dropped it. Never passed on as such.
+  if (method !== TaskMethod.get) return relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => data);
+  // The replica answers "not found" to tasks/get for a task it created: it restarted empty, or dropped it. Never passed on as such.
   let forgot = false;
   await relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => {
     if (!isNotFound(data)) return data;
