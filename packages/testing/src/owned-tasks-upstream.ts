@@ -11,6 +11,12 @@ export interface OwnedTasksUpstreamOptions {
   port?: number;
   /** Names the replica in its answers (`served by <name>`). Default: its port. */
   name?: string;
+  /**
+   * Offer the extension in `server/discover` (default true). False: a server
+   * that runs tasks for declaring clients without saying so, which a
+   * gateway that owns the route's tasks must never let make one.
+   */
+  advertise?: boolean;
 }
 
 /**
@@ -119,8 +125,8 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
   });
 
-function createServer(store: TaskStore, name: string, declared: boolean): Server {
-  const server = new Server({ name: `tether-test-owned-tasks-${name}`, version: '0.0.0' }, { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } });
+function createServer(store: TaskStore, name: string, declared: boolean, advertise: boolean): Server {
+  const server = new Server({ name: `tether-test-owned-tasks-${name}`, version: '0.0.0' }, { capabilities: { tools: {}, ...(advertise ? { extensions: { [TASKS_EXTENSION]: {} } } : {}) } });
   server.setRequestHandler('tools/list', () => ({
     tools: [
       { name: OwnedTaskTools.Greet, inputSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } },
@@ -263,7 +269,7 @@ export async function startOwnedTasksUpstream(opts: OwnedTasksUpstreamOptions = 
   const store = new TaskStore();
   const counts = new Map<string, number>();
   let name = opts.name ?? '';
-  const handler = createMcpHandler((ctx: McpRequestContext) => createServer(store, name, ctx.requestInfo?.headers.get(DECLARED_HEADER) === '1'));
+  const handler = createMcpHandler((ctx: McpRequestContext) => createServer(store, name, ctx.requestInfo?.headers.get(DECLARED_HEADER) === '1', opts.advertise ?? true));
   const fetch = async (request: Request): Promise<Response> => {
     if (request.method !== 'POST') return handler.fetch(request);
     const text = await request.text();

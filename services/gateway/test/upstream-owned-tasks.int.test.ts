@@ -197,6 +197,24 @@ describe('a replica that is gone', () => {
   });
 });
 
+describe('an upstream that does not offer the extension', () => {
+  it('gets no declaration from the gateway, so it can never answer a task the gateway would take for a result', async () => {
+    // It runs tasks for declaring clients all the same (a stale or wrong discover): only the stripped declaration keeps it from making one.
+    const silent = await startOwnedTasksUpstream({ name: 'silent', advertise: false });
+    const gateway = await startInProcessStack({ nats, upstreamUrl: silent.url, args: ['--task-after', '100'] });
+    try {
+      const discover = await rpc(gateway.urls[0]!, 'server/discover', {});
+      expect(discover.body.result.capabilities.extensions[TASKS]).toEqual({});
+      const call = await rpc(gateway.urls[0]!, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: 0.2, label: 'own' } }, { name: OwnedTaskTools.SlowCompute });
+      expect(call.body.result, JSON.stringify(call.body)).toMatchObject({ content: [{ text: expect.stringContaining('slow_compute own done') }] });
+      expect(silent.taskIds()).toEqual([]);
+    } finally {
+      await gateway.teardown();
+      await silent.close();
+    }
+  });
+});
+
 describe('a plain round-robin balancer in front of the same replicas', () => {
   let proxy: RoundRobinProxy;
   beforeAll(async () => {
