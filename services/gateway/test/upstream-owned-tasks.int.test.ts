@@ -153,6 +153,16 @@ describe('tasks of an upstream that runs the Tasks extension itself', () => {
     expect(mine.body.result).toMatchObject({ taskId });
   });
 
+  it('any other request whose Mcp-Name is the task id (here the draft tasks/stream, not served by the gateway) reaches the replica that holds it', async () => {
+    const taskId = await create(stack.urls[0]!, OwnedTaskTools.SlowCompute, { seconds: 0.3 });
+    const owner = holder(taskId)!;
+    const other = replicas.find((r) => r !== owner)!;
+    const [ownerBefore, otherBefore] = [owner.received('tasks/stream'), other.received('tasks/stream')];
+    for (let i = 0; i < 3; i += 1) await rpc(stack.urls[i % 2]!, 'tasks/stream', { taskId, after: 0 }, { name: taskId });
+    expect(owner.received('tasks/stream') - ownerBefore).toBe(3);
+    expect(other.received('tasks/stream')).toBe(otherBefore);
+  });
+
   it('a client that declared nothing gets no task: the upstream answers the call itself', async () => {
     const meta = { ...META, 'io.modelcontextprotocol/clientCapabilities': {} };
     const plain = await rpc(stack.urls[0]!, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: 0.2, label: 'plain' } }, { name: OwnedTaskTools.SlowCompute, meta });
