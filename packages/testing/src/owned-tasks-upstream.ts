@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createMcpHandler, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import { createMcpHandler, inputRequired, inputResponse, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import type { CallToolResult, McpRequestContext } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { listenFetchHandler } from './modern-upstream.js';
@@ -43,8 +43,16 @@ export const OwnedTaskTools = {
   Greet: 'greet',
   /** `{ seconds, label? }`: a task (declared) that completes after `seconds`; a plain call sleeps and answers. */
   SlowCompute: 'slow_compute',
-  /** `{ filename? }`: a task that asks `confirm` (an elicitation) after 200 ms; `tasks/update` answers it. */
+  /** `{ filename? }`, required: a task that asks `confirm` (an elicitation) after 200 ms; `tasks/update` answers it. */
   ConfirmDelete: 'confirm_delete',
+  /** `{}`, required: a task that asks `first` and `second` at once; answered in parts, it waits for both. */
+  MultiInput: 'multi_input',
+  /** `{}`, required: a task that completes after 1 s with an `isError` tool result. */
+  FailingJob: 'failing_job',
+  /** `{}`: a task that fails after 1 s with a JSON-RPC error (-32603). */
+  ProtocolErrorJob: 'protocol_error_job',
+  /** `{}`, required: asks `user_name` (a multi-round-trip round, before any task), then a task greeting it after 1 s. */
+  ToolWithTask: 'test_tool_with_task',
 } as const;
 
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -54,6 +62,7 @@ const DECLARED_HEADER = 'x-owned-tasks-declared';
 const TTL_MS = 60_000;
 const POLL_MS = 200;
 const ASK_AFTER_MS = 200;
+
 
 type Status = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
 
@@ -67,7 +76,9 @@ interface HeldTask {
   error?: Record<string, unknown>;
   inputRequests?: Record<string, unknown>;
   readonly abort: AbortController;
-  /** Wakes a waiting input round with the answers. */
+  /** The answers of the open input round so far. */
+  answers?: Record<string, unknown>;
+  /** Wakes the waiting input round once every request has its answer. */
   answer?: (responses: Record<string, unknown>) => void;
 }
 
@@ -125,16 +136,67 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
   });
 
+const JOB_MS = 1_000;
+const missingExtension = (): ProtocolError => new ProtocolError(-32021, 'Missing required client capability', { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
+
+/**
+ * A task for a declaring client, its work run in the background and its
+ * outcome stored when it ends: a result is `completed` (an `isError` one
+ * too), a throw is `failed` with the JSON-RPC error. A client that declared
+ * nothing gets the work's answer itself, or -32021 for a `required` tool.
+ */
+async function startTask(store: TaskStore, declared: boolean, required: boolean, work: (task: HeldTask) => Promise<CallToolResult>): Promise<CallToolResult> {
+  if (!declared) {
+    if (required) throw missingExtension();
+    const inline = store.create();
+    store.tasks.delete(inline.taskId);
+    return work(inline);
+  }
+  const task = store.create();
+  work(task).then(
+    (result) => store.change(task, (t) => ((t.status = 'completed'), (t.result = result))),
+    (err: unknown) => {
+      if (task.abort.signal.aborted) return;
+      const code = err instanceof ProtocolError ? err.code : ProtocolErrorCode.InternalError;
+      const message = err instanceof Error ? err.message : String(err);
+      store.change(task, (t) => ((t.status = 'failed'), (t.statusMessage = message), (t.error = { code, message })));
+    },
+  );
+  return created(task);
+}
+
+/** Parks the task `input_required` with these requests until `tasks/update` has answered every one; resolves with the answers. */
+function ask(store: TaskStore, task: HeldTask, requests: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const answered = new Promise<Record<string, unknown>>((resolve) => (task.answer = resolve));
+  store.change(task, (t) => ((t.status = 'input_required'), (t.inputRequests = requests), (t.answers = {})));
+  return answered;
+}
+
+function elicit(message: string, properties: Record<string, { type: 'string' } | { type: 'boolean' }>): unknown {
+  return { method: 'elicitation/create', params: { mode: 'form', message, requestedSchema: { type: 'object', properties, required: Object.keys(properties) } } };
+}
+
+/** The accepted form content of an elicitation answer (a raw `inputResponses` entry or the SDK's view), else undefined. */
+function accepted(answer: unknown): Record<string, unknown> | undefined {
+  const a = answer as { kind?: string; action?: string; content?: Record<string, unknown> } | undefined;
+  if (a === undefined || a.action !== 'accept' || (a.kind !== undefined && a.kind !== 'elicit')) return undefined;
+  return a.content ?? {};
+}
+
 function createServer(store: TaskStore, name: string, declared: boolean, advertise: boolean): Server {
   const server = new Server({ name: `tether-test-owned-tasks-${name}`, version: '0.0.0' }, { capabilities: { tools: {}, ...(advertise ? { extensions: { [TASKS_EXTENSION]: {} } } : {}) } });
   server.setRequestHandler('tools/list', () => ({
     tools: [
       { name: OwnedTaskTools.Greet, inputSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } },
       { name: OwnedTaskTools.SlowCompute, inputSchema: { type: 'object', properties: { seconds: { type: 'number' }, label: { type: 'string' } }, required: ['seconds'] } },
-      { name: OwnedTaskTools.ConfirmDelete, inputSchema: { type: 'object', properties: { filename: { type: 'string' } } } },
+      { name: OwnedTaskTools.ConfirmDelete, inputSchema: { type: 'object', properties: { filename: { type: 'string' }, path: { type: 'string' } } }, execution: { taskSupport: 'required' } },
+      { name: OwnedTaskTools.MultiInput, inputSchema: { type: 'object' }, execution: { taskSupport: 'required' } },
+      { name: OwnedTaskTools.FailingJob, inputSchema: { type: 'object' }, execution: { taskSupport: 'required' } },
+      { name: OwnedTaskTools.ProtocolErrorJob, inputSchema: { type: 'object' } },
+      { name: OwnedTaskTools.ToolWithTask, inputSchema: { type: 'object' }, execution: { taskSupport: 'required' } },
     ],
   }));
-  server.setRequestHandler('tools/call', async (request) => {
+  server.setRequestHandler('tools/call', async (request, ctx) => {
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     switch (request.params.name) {
       case OwnedTaskTools.Greet:
@@ -147,36 +209,52 @@ function createServer(store: TaskStore, name: string, declared: boolean, adverti
           await new Promise((r) => setTimeout(r, seconds * 1000));
           return textResult(done);
         }
-        const task = store.create();
-        sleep(seconds * 1000, task.abort.signal).then(
-          () => store.change(task, (t) => ((t.status = 'completed'), (t.result = textResult(done)))),
-          () => undefined,
-        );
-        return created(task);
+        return startTask(store, declared, false, async (task) => {
+          await sleep(seconds * 1000, task.abort.signal);
+          return textResult(done);
+        });
       }
       case OwnedTaskTools.ConfirmDelete: {
         const target = typeof args.filename === 'string' ? args.filename : '(unnamed)';
-        if (!declared) throw new ProtocolError(-32021, 'Missing required client capability', { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
-        const task = store.create();
-        void (async () => {
+        // Its question is a task's input round: without the extension it cannot run (required).
+        return startTask(store, declared, true, async (task) => {
           await sleep(ASK_AFTER_MS, task.abort.signal);
-          const answered = new Promise<Record<string, unknown>>((resolve) => (task.answer = resolve));
-          store.change(task, (t) => {
-            t.status = 'input_required';
-            t.inputRequests = { confirm: { method: 'elicitation/create', params: { mode: 'form', message: `Delete ${target}?`, requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] } } } };
-          });
-          const responses = await answered;
-          const confirm = (responses.confirm as { content?: { confirm?: unknown } } | undefined)?.content?.confirm === true;
-          store.change(task, (t) => ((t.status = 'completed'), delete t.inputRequests, (t.result = textResult(confirm ? `deleted ${target}` : `kept ${target}`))));
-        })().catch(() => undefined);
-        return created(task);
+          const got = await ask(store, task, { confirm: elicit(`Delete ${target}?`, { confirm: { type: 'boolean' } }) });
+          return textResult(accepted(got.confirm)?.confirm === true ? `deleted ${target}` : `kept ${target}`);
+        });
+      }
+      case OwnedTaskTools.MultiInput:
+        return startTask(store, declared, true, async (task) => {
+          await sleep(ASK_AFTER_MS, task.abort.signal);
+          const got = await ask(store, task, { first: elicit('First name?', { name: { type: 'string' } }), second: elicit('Second name?', { name: { type: 'string' } }) });
+          return textResult(`first: ${String(accepted(got.first)?.name)}, second: ${String(accepted(got.second)?.name)}`);
+        });
+      case OwnedTaskTools.FailingJob:
+        return startTask(store, declared, true, async (task) => {
+          await sleep(JOB_MS, task.abort.signal);
+          return { content: [{ type: 'text', text: 'failing_job failed, as it always does' }], isError: true };
+        });
+      case OwnedTaskTools.ProtocolErrorJob:
+        return startTask(store, declared, false, async (task) => {
+          await sleep(JOB_MS, task.abort.signal);
+          throw new ProtocolError(ProtocolErrorCode.InternalError, 'protocol_error_job failed: internal error, as it always does');
+        });
+      case OwnedTaskTools.ToolWithTask: {
+        if (!declared) throw missingExtension();
+        // The multi-round-trip round comes before any task (SEP-2663: resolved synchronously); the task starts once it is answered.
+        const name = accepted(inputResponse(ctx.mcpReq.inputResponses, 'user_name'))?.name;
+        if (name === undefined) return inputRequired({ inputRequests: { user_name: inputRequired.elicit({ message: 'What is your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } }) } });
+        return startTask(store, declared, true, async (task) => {
+          await sleep(JOB_MS, task.abort.signal);
+          return textResult(`Hello, ${String(name)}!`);
+        });
       }
       default:
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
     }
   });
   const requireDeclared = (): void => {
-    if (!declared) throw new ProtocolError(-32021, 'Missing required client capability', { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
+    if (!declared) throw missingExtension();
   };
   const held = (taskId: string): HeldTask => {
     const task = store.tasks.get(taskId);
@@ -191,12 +269,19 @@ function createServer(store: TaskStore, name: string, declared: boolean, adverti
   server.setRequestHandler('tasks/update', { params: z.object({ taskId: z.string() }).passthrough() }, (params, ctx) => {
     requireDeclared();
     const task = held(params.taskId);
-    const responses = (ctx.mcpReq as { inputResponses?: Record<string, unknown> }).inputResponses;
-    if (task.status === 'input_required' && task.answer !== undefined && responses !== undefined) {
-      const answer = task.answer;
-      store.change(task, (t) => ((t.status = 'working'), delete t.inputRequests, delete t.answer));
-      answer(responses);
+    const responses = (ctx.mcpReq as { inputResponses?: Record<string, unknown> }).inputResponses ?? {};
+    if (task.status !== 'input_required' || task.answer === undefined) return {};
+    // Keys not outstanding are ignored (SEP-2663); what is still missing stays asked.
+    const answers = { ...task.answers };
+    for (const key of Object.keys(task.inputRequests ?? {})) if (Object.hasOwn(responses, key)) answers[key] = responses[key];
+    const open = Object.fromEntries(Object.entries(task.inputRequests ?? {}).filter(([key]) => !Object.hasOwn(answers, key)));
+    if (Object.keys(open).length > 0) {
+      store.change(task, (t) => ((t.answers = answers), (t.inputRequests = open)));
+      return {};
     }
+    const answer = task.answer;
+    store.change(task, (t) => ((t.status = 'working'), delete t.inputRequests, delete t.answer, delete t.answers));
+    answer(answers);
     return {};
   });
   server.setRequestHandler('tasks/cancel', { params: z.object({ taskId: z.string() }).passthrough() }, (params) => {
@@ -210,9 +295,9 @@ function createServer(store: TaskStore, name: string, declared: boolean, adverti
 }
 
 /** `CreateTaskResult`: flat, `resultType: "task"`; the task exists (in memory) before this leaves. */
-function created(task: HeldTask): never {
+function created(task: HeldTask): CallToolResult {
   // The SDK's tools/call result type knows no `resultType: "task"`; the wire takes it as is.
-  return { resultType: 'task', taskId: task.taskId, status: task.status, createdAt: task.createdAt, lastUpdatedAt: task.lastUpdatedAt, ttlMs: TTL_MS, pollIntervalMs: POLL_MS } as never;
+  return { resultType: 'task', taskId: task.taskId, status: task.status, createdAt: task.createdAt, lastUpdatedAt: task.lastUpdatedAt, ttlMs: TTL_MS, pollIntervalMs: POLL_MS } as unknown as CallToolResult;
 }
 
 /**
