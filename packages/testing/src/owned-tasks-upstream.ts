@@ -39,7 +39,7 @@ export interface OwnedTasksUpstream extends ModernUpstream {
 
 /** The tools: a task for a declaring client when slow, a plain answer otherwise. */
 export const OwnedTaskTools = {
-  /** `{ name }`: `Hello, <name>!` at once, never a task. */
+  /** `{ name }`: `Hello, <name>!` at once, never a task (the suite compares the text exactly). */
   Greet: 'greet',
   /** `{ seconds, label? }`: a task (declared) that completes after `seconds`; a plain call sleeps and answers. */
   SlowCompute: 'slow_compute',
@@ -200,7 +200,7 @@ function createServer(store: TaskStore, name: string, declared: boolean, adverti
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     switch (request.params.name) {
       case OwnedTaskTools.Greet:
-        return textResult(`Hello, ${String(args.name)}! (served by ${name})`);
+        return textResult(`Hello, ${String(args.name)}!`);
       case OwnedTaskTools.SlowCompute: {
         const seconds = Number(args.seconds ?? 0);
         const label = typeof args.label === 'string' ? args.label : '(no label)';
