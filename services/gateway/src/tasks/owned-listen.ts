@@ -6,7 +6,7 @@ import type { GatewayContext } from '../context.js';
 import { endToEndHeaders, tokenAuth, upstreamFailure } from '../handlers/pass-through.js';
 import { fromLogError, replyError } from '../http/reply.js';
 import type { JsonRpcMessage } from '../http/request.js';
-import { SUBSCRIPTION_ID_META } from '../modern/listen.js';
+import { MAX_LISTEN_TASKS, SUBSCRIPTION_ID_META } from '../modern/listen.js';
 import { callUpstream, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { findOwned, replicaUrl, settleLost } from './owned-record.js';
@@ -32,7 +32,7 @@ export async function routeOwnedListen(ctx: GatewayContext, tasks: EdgeTasks, ro
   const notifications = objectAt(params, 'notifications');
   const taskIds = notifications?.taskIds;
   // The gateway's listen answers the malformed and the undeclared (-32602, -32021).
-  if (!declaresTasks(params) || !Array.isArray(taskIds) || !taskIds.every((id) => typeof id === 'string')) return NOT_ROUTED;
+  if (!declaresTasks(params) || !Array.isArray(taskIds) || taskIds.length > MAX_LISTEN_TASKS || !taskIds.every((id) => typeof id === 'string')) return NOT_ROUTED;
   if (!(await tasks.owners.mayOwn(route, caller.upstreamHeaders))) return NOT_ROUTED;
   const routed: StoredTask[] = [];
   try {

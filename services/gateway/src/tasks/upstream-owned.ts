@@ -230,15 +230,19 @@ async function relayWithAnswerHook(answer: UpstreamAnswer, res: ServerResponse, 
   }
   res.writeHead(200, headers);
   const parser = new SseParser();
-  for await (const chunk of answer.body) {
-    for (const event of parser.push(chunk)) {
-      let data = event.data;
-      if (event.hasData && parse(data)?.id === id) data = await onAnswer(data);
-      if (res.destroyed) return;
-      res.write(serializeEvent(event, data));
+  try {
+    for await (const chunk of answer.body) {
+      for (const event of parser.push(chunk)) {
+        let data = event.data;
+        if (event.hasData && parse(data)?.id === id) data = await onAnswer(data);
+        if (res.destroyed) return;
+        res.write(serializeEvent(event, data));
+      }
     }
+    for (const event of parser.end()) res.write(serializeEvent(event, event.data));
+  } catch {
+    // The upstream's stream broke after the headers went: the client's ends with it, as a pass-through's would.
   }
-  for (const event of parser.end()) res.write(serializeEvent(event, event.data));
   res.end();
 }
 
