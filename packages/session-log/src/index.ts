@@ -55,7 +55,7 @@ export type { AdminAnswer, AdminRequest, ControlMessage, NamespaceNames, Subject
 export { TaskTable, EXPIRED_GRACE_MS } from './tasks/task-table.js';
 export type { CancelAnswer, StoredTask, TaskTableOptions } from './tasks/task-table.js';
 export { decodeTask, encodeTask, expiresAt, isTaskStatus, isTerminal } from './tasks/task-record.js';
-export type { JsonObject, TaskRecord, TaskStatus } from './tasks/task-record.js';
+export type { JsonObject, TaskRecord, TaskStatus, UpstreamTaskRoute } from './tasks/task-record.js';
 export { isTaskId, newTaskId } from './tasks/task-ids.js';
 export { TaskEvents, TaskEventWriter, TASK_EVENT_KIND, TASK_EVENT_SEQ } from './tasks/task-events.js';
 export type { TaskEvent, TaskEventsOptions } from './tasks/task-events.js';

@@ -39,6 +39,7 @@ export {
 } from './authorization-server.js';
 export { ModernTools, startModernUpstream, type ModernUpstream, type ModernUpstreamOptions } from './modern-upstream.js';
 export { startTaskUpstream, TaskTools, type TaskUpstream, type TaskUpstreamOptions } from './task-upstream.js';
+export { OwnedTaskTools, startOwnedTasksUpstream, type OwnedTasksUpstream, type OwnedTasksUpstreamOptions } from './owned-tasks-upstream.js';
 export {
   isNatsServerNotFound,
   isNatsServerTooOld,

@@ -66,6 +66,20 @@ export interface TaskRecord {
   readonly result?: JsonObject;
   /** `failed`: the JSON-RPC error. */
   readonly error?: JsonObject;
+  /**
+   * Set on the record of a task the upstream runs itself (it offers the
+   * Tasks extension): the gateway keeps no call and no result, only where
+   * the task lives, so that every instance sends its requests there.
+   */
+  readonly upstream?: UpstreamTaskRoute;
+}
+
+/** Where an upstream-owned task lives: the upstream's own id and the replica that created it. */
+export interface UpstreamTaskRoute {
+  /** The id the upstream gave the task (any string; the record's `taskId` is a digest of it and the route). */
+  readonly taskId: string;
+  /** A digest of the replica's URL (a URL may carry a secret; the record never does). */
+  readonly replica: string;
 }
 
 export const expiresAt = (r: TaskRecord): number => r.createdAtMs + r.ttlMs;

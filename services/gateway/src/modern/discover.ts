@@ -7,6 +7,7 @@ import { endToEndHeaders, tokenAuth, upstreamFailure } from '../handlers/pass-th
 import { replyError } from '../http/reply.js';
 import { callUpstream, forwardHeaders, isEventStream, isIdentity } from '../upstream.js';
 import type { UpstreamAnswer } from '../upstream.js';
+import { resultOf } from '../tasks/task-owners.js';
 import { TASKS_EXTENSION } from '../tasks/wire.js';
 
 /**
@@ -17,7 +18,7 @@ import { TASKS_EXTENSION } from '../tasks/wire.js';
  * MUST NOT be advertised), changing nothing else. An answer it cannot read
  * (an error, an encoded body) goes back as is.
  */
-export async function handleDiscover(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+export async function handleDiscover(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, learn?: (result: unknown) => void): Promise<void> {
   let answer: UpstreamAnswer;
   try {
     answer = await callUpstream(ctx.pickers.get(route.path)!.pick(), { method: 'POST', headers: forwardHeaders(req, caller, undefined), body, errors: ctx.metrics.upstreamErrors });
@@ -26,6 +27,8 @@ export async function handleDiscover(ctx: GatewayContext, route: Route, caller: 
   }
   const bytes = await answer.bytes();
   const readable = answer.status === 200 && isIdentity(answer);
+  // The answer as the upstream gave it says whether it runs tasks itself (tasks/task-owners.ts): learned before the extension is added.
+  if (readable && learn !== undefined) learn(resultOf(bytes.toString('utf8'), isEventStream(answer)));
   const out = !readable ? bytes : isEventStream(answer) ? withExtensionInEvents(bytes) : (withExtension(bytes.toString('utf8')) ?? bytes);
   const headers = endToEndHeaders(answer.headers, tokenAuth(ctx));
   headers['content-length'] = String(Buffer.byteLength(out));

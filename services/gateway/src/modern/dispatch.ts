@@ -11,7 +11,9 @@ import { replyRpcError } from '../tasks/rpc-reply.js';
 import { handleTaskMethod } from '../tasks/task-methods.js';
 import { handleTaskStream, TASK_STREAM_METHOD } from '../tasks/task-stream.js';
 import { handleToolCall } from '../tasks/tool-call.js';
-import { declaresTasks, isTaskMethod, objectAt, RpcCode, TASKS_PROTOCOL_VERSION } from '../tasks/wire.js';
+import { routeOwnedListen } from '../tasks/owned-listen.js';
+import { nameOf, NOT_ROUTED, routeOwnedRequest } from '../tasks/upstream-owned.js';
+import { bodyWithoutTasksDeclaration, declaresTasks, isTaskMethod, objectAt, RpcCode, TASKS_PROTOCOL_VERSION } from '../tasks/wire.js';
 import { checkModernRequest } from './checks.js';
 import { handleDiscover } from './discover.js';
 import { handleListen } from './listen.js';
@@ -50,13 +52,20 @@ const REMOVED_TASK_METHODS = new Set(['tasks/result', 'tasks/list']);
  */
 export async function serveModern(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Promise<void> {
   const served = await serve(ctx, tasks, route, caller, req, res, body, message);
-  if (served === PASS) return passThrough(ctx, route, caller, req, res, 'POST', body);
+  // A tool call the gateway did not take: when the gateway owns this route's tasks, the upstream must not make one (wire.ts, withoutTasksDeclaration).
+  if (served === PASS) return passThrough(ctx, route, caller, req, res, 'POST', message.method === 'tools/call' ? bodyWithoutTasksDeclaration(body) : body);
 }
 
-function serve(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
+async function serve(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
   const method = message.method;
   const isRequest = typeof method === 'string' && message.id !== undefined && message.id !== null;
-  if (!isRequest || !owned(tasks, message)) return Promise.resolve(PASS);
+  if (!isRequest) return PASS;
+  if (!owned(tasks, message)) {
+    // Any other request naming an upstream-owned task in Mcp-Name goes to the replica that holds it.
+    if (nameOf(req, method) === undefined) return PASS;
+    const routed = await routeOwnedRequest(ctx, tasks, route, caller, req, res, body, message);
+    return routed === NOT_ROUTED ? PASS : undefined;
+  }
   if (!validId(message.id)) return refused(res, null, { code: -32600, message: 'Invalid Request: the id must be a string or a finite number' });
   // A tool call from a client that did not declare the extension is the upstream's to check
   // (the gateway only refuses a required tool to it); everything else the gateway answers is checked here.
@@ -65,10 +74,15 @@ function serve(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Call
   if (REMOVED_TASK_METHODS.has(method)) {
     return refused(res, message.id, { code: RpcCode.methodNotFound, message: `Method not found: ${method} is not part of the Tasks extension (SEP-2663); poll with tasks/get` }, 200);
   }
-  if (isTaskMethod(method)) return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
+  if (isTaskMethod(method)) {
+    // An upstream-owned task goes to its replica; the gateway's own (and "not found") are answered here.
+    if ((await routeOwnedRequest(ctx, tasks, route, caller, req, res, body, message)) !== NOT_ROUTED) return;
+    return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
+  }
   if (method === TASK_STREAM_METHOD) return handleTaskStream(ctx, tasks, tasks.events!, route, caller, req, res, message);
   if (method === 'tools/call') return handleToolCall(ctx, tasks, route, caller, req, res, body, message);
-  if (method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body);
+  if (method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body, (result) => tasks.owners.learn(route.path, result));
+  if ((await routeOwnedListen(ctx, tasks, route, caller, req, res, message)) !== NOT_ROUTED) return;
   return handleListen(ctx, tasks, route, caller, req, res, body, message);
 }
 
@@ -81,7 +95,6 @@ function owned(tasks: EdgeTasks, message: JsonRpcMessage): boolean {
   return method === 'subscriptions/listen' && objectAt(objectAt(message, 'params'), 'notifications')?.taskIds !== undefined;
 }
 
-function refused(res: ServerResponse, id: unknown, error: { code: number; message: string; data?: unknown }, status = 400): Served {
+function refused(res: ServerResponse, id: unknown, error: { code: number; message: string; data?: unknown }, status = 400): void {
   replyRpcError(res, id, error, status);
-  return Promise.resolve(undefined);
 }

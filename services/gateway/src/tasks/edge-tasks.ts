@@ -7,10 +7,11 @@ import type { Logger } from 'pino';
 import type { TasksConfig, Route } from '../config.js';
 import type { TaskPort } from '../log/log-port.js';
 import { CANCELLED, failed, omit, settled, stateOnlyRound } from './outcome.js';
+import { TaskOwners } from './task-owners.js';
 import { ToolCatalog } from './tool-catalog.js';
 import { startToolCall } from './upstream-call.js';
 import type { ToolCall } from './upstream-call.js';
-import { RpcCode } from './wire.js';
+import { RpcCode, withoutTasksDeclaration } from './wire.js';
 
 export interface EdgeTasksOptions {
   readonly config: TasksConfig;
@@ -80,6 +81,8 @@ export class EdgeTasks {
   readonly #alive = new Map<string, { state: WriterState; atMs: number }>();
   readonly #stopCancels: () => void;
   readonly events: TaskEvents | undefined;
+  /** Which routes' upstreams run tasks themselves (`tasks/upstream-owned.ts` routes those). */
+  readonly owners: TaskOwners;
   /** Set by `drain`/`close`: calls aborted from now on were stopped by us, not by the upstream. */
   #stopping = false;
 
@@ -93,6 +96,7 @@ export class EdgeTasks {
     this.#metrics = options.metrics;
     this.#tracer = options.tracer;
     this.events = options.events;
+    this.owners = new TaskOwners({ routes: options.routes, refreshMs: options.config.toolRefreshMs, logger: options.logger });
     for (const route of options.routes) {
       this.#catalogs.set(route.path, new ToolCatalog({
         upstreamUrl: route.upstreams[0]!,
@@ -136,7 +140,8 @@ export class EdgeTasks {
   /** The task if `principal` may see it on `route`. */
   async find(taskId: string, principal: string, routePath: string): Promise<Visible> {
     const stored = await this.#table.read(taskId);
-    if (stored === undefined || !samePrincipal(stored.record.principal, principal) || stored.record.route !== routePath) return { t: 'absent' };
+    // A route record of an upstream-owned task is not a task the gateway runs.
+    if (stored === undefined || stored.record.upstream !== undefined || !samePrincipal(stored.record.principal, principal) || stored.record.route !== routePath) return { t: 'absent' };
     if (Date.now() >= stored.record.createdAtMs + stored.record.ttlMs) return { t: 'expired' };
     return { t: 'visible', stored };
   }
@@ -380,7 +385,7 @@ export class EdgeTasks {
   /** The task's call made again (an input round answered, or a rerun): its params, the round's additions, this caller's credentials. */
   #callAgain(record: TaskRecord, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string, extra: JsonObject): ToolCall {
     const id = `tether-task-${record.taskId}-${record.attempts}`;
-    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { ...record.params, ...extra } }));
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { ...withoutTasksDeclaration(record.params), ...extra } }));
     const headers = {
       ...callerHeaders,
       ...record.callHeaders,

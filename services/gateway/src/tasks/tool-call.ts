@@ -15,8 +15,9 @@ import { copyParamHeaders, forwardHeaders } from '../upstream.js';
 import type { EdgeTasks } from './edge-tasks.js';
 import { tag } from './edge-tasks.js';
 import { replyResult, replyRpcError } from './rpc-reply.js';
+import { forwardOwnedCall } from './upstream-owned.js';
 import type { CallOutcome, RawAnswer } from './upstream-call.js';
-import { createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
+import { bodyWithoutTasksDeclaration, createTaskResult, declaresTasks, missingTasksCapability, RpcCode } from './wire.js';
 import type { RpcError } from './wire.js';
 
 /** Headers of the first request that the task's later calls repeat (never credentials). */
@@ -37,6 +38,8 @@ const TIMED_OUT = Symbol('timed out');
  * requires tasks.
  */
 export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, body: Buffer, message: JsonRpcMessage): Served {
+  // An upstream that runs tasks itself decides, and its tasks are routed to it (upstream-owned.ts).
+  if (await tasks.owners.owns(route, caller.upstreamHeaders)) return forwardOwnedCall(ctx, tasks, route, caller, req, res, body, message);
   const params = message.params as JsonObject | undefined;
   const tool = params?.name;
   if (typeof tool !== 'string') return PASS;
@@ -53,7 +56,7 @@ export async function handleToolCall(ctx: GatewayContext, tasks: EdgeTasks, rout
   if (known()?.taskSupport === 'forbidden') return PASS;
 
   const upstreamUrl = ctx.pickers.get(route.path)!.pick();
-  const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), body, message.id);
+  const call = tasks.startCall(upstreamUrl, forwardHeaders(req, caller, undefined), bodyWithoutTasksDeclaration(body), message.id);
   const early = await Promise.race([call.outcome, sleep(tasks.config.afterMs, TIMED_OUT, { ref: false })]);
   if (early !== TIMED_OUT) return answerWhenDone(res, message.id, early, call.raw(), tokenAuth(ctx));
   // A list that arrived while the call ran may rule it out; it then stays the plain call it is.

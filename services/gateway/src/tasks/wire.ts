@@ -50,6 +50,34 @@ export function declaresTasks(params: unknown): boolean {
   return extensions !== undefined && objectAt(extensions, TASKS_EXTENSION) !== undefined;
 }
 
+/**
+ * `params` without the Tasks extension in its per-request capabilities: what
+ * the gateway sends an upstream when the gateway owns the task (an
+ * upstream MUST NOT answer `CreateTaskResult` to a request that did not
+ * declare it, so a stale guess about the upstream can never leave the
+ * gateway storing an upstream's task handle as a result). Unchanged
+ * (the same object) when it declares nothing.
+ */
+export function withoutTasksDeclaration<T>(params: T): T {
+  if (!declaresTasks(params)) return params;
+  const meta = objectAt(params, '_meta')!;
+  const capabilities = objectAt(meta, CLIENT_CAPABILITIES_META)!;
+  const { [TASKS_EXTENSION]: _declared, ...extensions } = objectAt(capabilities, 'extensions')! as Record<string, unknown>;
+  return { ...params, _meta: { ...meta, [CLIENT_CAPABILITIES_META]: { ...capabilities, extensions } } };
+}
+
+/** A JSON-RPC request body with `withoutTasksDeclaration` applied to its params; the same bytes when it declares nothing. */
+export function bodyWithoutTasksDeclaration(body: Buffer): Buffer {
+  let message: { params?: unknown };
+  try {
+    message = JSON.parse(body.toString('utf8')) as typeof message;
+  } catch {
+    return body;
+  }
+  if (typeof message !== 'object' || message === null || !declaresTasks(message.params)) return body;
+  return Buffer.from(JSON.stringify({ ...message, params: withoutTasksDeclaration(message.params) }));
+}
+
 export function objectAt(value: unknown, key: string): JsonObject | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const child = (value as Record<string, unknown>)[key];
