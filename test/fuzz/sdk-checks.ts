@@ -96,6 +96,14 @@ function questionBytes(q: PresenceQuestion, marks: PresenceCase['marks'], open: 
   }
 }
 
+/**
+ * How long the ping's SSE answer may stay open before it counts as unanswered:
+ * the stream ends with the result, so this only bounds a hang. The fuzzed
+ * requests' 200 ms window was too short for it on a loaded machine (the
+ * priming event came, the result later).
+ */
+const PING_READ_MS = 10_000;
+
 /** A good request to the router: `ping` in a live seeded session answers its result. */
 export async function routerServes(router: RouterStack, session: SeededSession): Promise<string | undefined> {
   const res = await router.send({
@@ -103,7 +111,7 @@ export async function routerServes(router: RouterStack, session: SeededSession):
     path: '/mcp',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': PROTOCOL_VERSION, 'mcp-session-id': session.sessionId },
     body: Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 4242, method: 'ping' })),
-  });
+  }, PING_READ_MS);
   if (res.status === 200 && /"id":4242/.test(res.body) && /"result"/.test(res.body)) return undefined;
   return `a ping in session ${session.sessionId} answered ${res.status}${res.cutOpen ? ' (left open)' : ''}: ${preview(res.body, 300)}`;
 }

@@ -32,7 +32,7 @@ describe('trace context', () => {
 
 describe('startTelemetry', () => {
   it('starts nothing without an OTLP endpoint, so no exporter retries a missing collector', async () => {
-    const t = startTelemetry('test', {});
+    const t = await startTelemetry('test', {});
     expect(t.exporting).toBe(false);
     await t.shutdown();
   });

@@ -8,7 +8,7 @@ import { createGateway } from './gateway.js';
 import { openLog } from './log/open-log.js';
 
 // Telemetry first: instruments and spans created after this export.
-const telemetry = startTelemetry('tether-gateway');
+const telemetry = await startTelemetry('tether-gateway');
 const logger = createRootLogger('tether-gateway');
 
 async function main(): Promise<void> {

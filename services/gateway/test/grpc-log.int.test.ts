@@ -339,7 +339,7 @@ describe('trace context over gRPC', () => {
     vi.stubEnv('OTEL_TRACES_EXPORTER', 'none');
     vi.stubEnv('OTEL_METRICS_EXPORTER', 'none');
     vi.stubEnv('OTEL_LOGS_EXPORTER', 'none');
-    telemetry = startTelemetry('grpc-log-test');
+    telemetry = await startTelemetry('grpc-log-test');
   });
   afterAll(async () => {
     await telemetry?.shutdown();

@@ -96,9 +96,17 @@ describe('openStreamAsCaller', () => {
     store.present(caller('expired'));
     const creds = store.of(caller('expired'), undefined);
     const abort = new AbortController();
-    setTimeout(() => abort.abort(), 100);
-    const answer = await openStreamAsCaller(url, { accept: 'text/event-stream' }, creds, abort.signal);
+    // The wait ends (as a client's request would) once the upstream has refused the token: a
+    // fixed 100 ms from the start ran out before the first answer on a loaded machine.
+    const before = seen.length;
+    const refused = setInterval(() => {
+      if (seen.length === before) return;
+      clearInterval(refused);
+      setTimeout(() => abort.abort(), 50);
+    }, 10);
+    const answer = await openStreamAsCaller(url, { accept: 'text/event-stream' }, creds, abort.signal).finally(() => clearInterval(refused));
     expect(answer.status).toBe(401);
+    expect(seen.slice(before)).toEqual(['Bearer expired']);
     answer.close();
   });
 });

@@ -10,7 +10,7 @@ import { ConfigError, helpText, parseConfig, printableConfig } from './config.js
 import { startSessionLogService } from './server.js';
 
 // Telemetry first: instruments and spans created after this export.
-const telemetry = startTelemetry('tether-session-log');
+const telemetry = await startTelemetry('tether-session-log');
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
