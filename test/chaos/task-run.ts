@@ -197,7 +197,7 @@ export class TaskPart {
       if (instance === undefined || at === undefined || call.terminal?.status !== 'failed') continue;
       call.runnerAlive = (this.#lastAlive.get(instance) ?? 0) >= at + 1_000;
     }
-    say(`tasks: ${this.#calls.length} calls, ${withTask.length} tasks followed to their end, records read`);
+    say(`tasks: ${this.#calls.length} calls, ${withTask.length} tasks followed to their end, ${this.#replicas === undefined ? 'records read' : 'route records not compared (the replicas hold the outcomes)'}`);
     return checkTasks(this.#calls, this.#options.clients, inStore, this.#replicas?.lostTasks);
   }
 
