@@ -250,7 +250,9 @@ async function answerInput(baseUrl: string, call: TaskCall, requests: unknown, a
  * more cancelled midway), `idempotent_job` 0.1-1.5 s, `confirm_delete`
  * (its input round answered yes, no or declined through `tasks/update`,
  * or one in ten cancelled instead), and now and then `greet` (no task
- * support: passed through, answered directly).
+ * support: passed through, answered directly). In front of the owned
+ * upstream (`upstream: 'owned'`) `idempotent_job`'s share goes to
+ * `slow_compute`, whose answer then names the replica that ran it.
  */
 export class TaskClient {
   readonly name: string;
