@@ -170,6 +170,7 @@ async function main(): Promise<number> {
     if (taskUpstream === 'owned' && args['net'] === 'hosts') throw new Error('--task-upstream owned runs its replicas in the harness\'s process: not with --net hosts');
     const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart', 'gateway_upstream_partition'] : []);
     if (taskUpstream !== 'owned') unavailable.add('task_replica_kill');
+    if (taskUpstream !== 'owned' && /(^|,)\s*task_replica_kill\b/.test(args['faults'] ?? '')) throw new Error('--faults: task_replica_kill needs --task-upstream owned (replicas holding tasks to kill)');
     faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable, netMode === 'hosts');
   } catch (err) {
     process.stderr.write(`chaos: ${(err as Error).message}\n\n${USAGE}`);
