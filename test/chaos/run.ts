@@ -12,7 +12,9 @@
  * `--net hosts` puts every process in a network namespace of its own
  * (issue 25: this process builds the network, runs the harness again
  * inside its `clients` host, and removes the network when that ends or on
- * a signal); without them a run is what it was before they existed. The nats-server is
+ * a signal), `--task-upstream owned` puts two replicas that run their own
+ * tasks on the task route (issue 33, with the `task_replica_kill` fault);
+ * without them a run is what it was before they existed. The nats-server is
  * the test kit's: NATS_SERVER_BIN, else `scripts/nats-server.sh current`,
  * never one older than 2.11.
  */
