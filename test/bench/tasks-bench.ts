@@ -17,21 +17,31 @@
  *    (250 ms) is chosen from;
  * 5. a runner's death: from SIGKILL of the gateway running a task to the
  *    first `tasks/get` through another instance that answers `failed`
- *    (`runner_lost`), polled every 20 ms (DESIGN section 12: p99 ≤ 1 s).
+ *    (`runner_lost`), polled every 20 ms (DESIGN section 12: p99 ≤ 1 s);
+ * 6. the routed path (issue 33): `tasks/get` for a task an upstream owns
+ *    (two replicas of the kit's extension-running upstream, each task in
+ *    one replica's memory), created through gateway A and read through
+ *    gateway B, which finds the route record and forwards to the replica,
+ *    alternating call by call with the same request sent to that replica
+ *    directly: the difference is what routing costs.
  *
  * Real processes on loopback: a private nats-server (NATS_SERVER_BIN, the
  * current one via the npm script), the gateways as their own processes; the
  * task upstream (SDK v2 createMcpHandler) runs in this process. Prints
- * figures; never asserts. Knobs: BENCH_TASKS_CALLS (default 400),
- * BENCH_TASKS_ROUNDS (figure 4, default 5).
+ * figures; never asserts. Knobs: BENCH_TASKS_CALLS (default 400; figures
+ * 1-3 and 6), BENCH_TASKS_ROUNDS (figure 4, default 5), BENCH_TASKS_KILLS
+ * (figure 5, default 20).
  */
 import { fileURLToPath } from 'node:url';
-import { startNatsServer, startServiceProcess, startTaskUpstream, TaskTools } from '@tether/testing';
-import type { ServiceProcess } from '@tether/testing';
+import { OwnedTaskTools, startNatsServer, startOwnedTasksUpstream, startServiceProcess, startTaskUpstream, TaskTools } from '@tether/testing';
+import type { OwnedTasksUpstream, ServiceProcess } from '@tether/testing';
 import { ms, progress, table } from './stats.js';
 import { summarize95 } from './gateway/summary.js';
 
 const CALLS = Number(process.env['BENCH_TASKS_CALLS'] ?? 400);
+/** Figure 6: upstream-owned tasks read through the other instance; long enough to stay `working` for the whole figure. */
+const ROUTED_TASKS = 20;
+const ROUTED_TASK_SECONDS = 600;
 const ROUNDS = Number(process.env['BENCH_TASKS_ROUNDS'] ?? 5);
 const KILLS = Number(process.env['BENCH_TASKS_KILLS'] ?? 20);
 const GATEWAY_MAIN = fileURLToPath(new URL('../../services/gateway/dist/main.js', import.meta.url));
@@ -83,6 +93,11 @@ async function main(): Promise<void> {
   const off2 = await startGateway('tasks-off-2', nats.url, upstream.url, ['--tasks', 'off']);
   const now = await startGateway('tasks-now', nats.url, upstream.url, ['--task-after', '0']);
   const reader = await startGateway('tasks-reader', nats.url, upstream.url, []);
+  // Figure 6: a deployment of two replicas that run their own tasks, and two instances in front of it.
+  const replicas: OwnedTasksUpstream[] = [await startOwnedTasksUpstream({ name: 'r1' }), await startOwnedTasksUpstream({ name: 'r2' })];
+  const replicaList = replicas.map((r) => r.url).join(',');
+  const ownedA = await startGateway('owned-a', nats.url, replicaList, []);
+  const ownedB = await startGateway('owned-b', nats.url, replicaList, []);
   try {
     // Warm every path (tool lists, connections, streams).
     for (const url of [upstream.url, on.url, off.url, off2.url, now.url]) for (let i = 0; i < 20; i += 1) await rpc(url, 'tools/call', { name: TaskTools.Greet, arguments: { name: 'w' } }, TaskTools.Greet);
@@ -170,6 +185,32 @@ async function main(): Promise<void> {
       upstream.release(`kill-${k}`, 'released');
     }
 
+    progress('figure 6: tasks/get of an upstream-owned task routed by another instance, vs sent to its replica directly');
+    const routedIds: { taskId: string; replicaUrl: string }[] = [];
+    for (let i = 0; i < ROUTED_TASKS; i += 1) {
+      const created = await rpc(ownedA.url, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: ROUTED_TASK_SECONDS, label: `bench-${i}` } }, OwnedTaskTools.SlowCompute);
+      if (created.result?.resultType !== 'task') throw new Error(`expected an upstream task, got ${JSON.stringify(created).slice(0, 200)}`);
+      const taskId = created.result.taskId as string;
+      const holder = replicas.find((r) => r.taskIds().includes(taskId));
+      if (holder === undefined) throw new Error(`no replica holds ${taskId}`);
+      routedIds.push({ taskId, replicaUrl: holder.url });
+    }
+    // Warm B's route records, discover answer and connections to both replicas.
+    for (const { taskId, replicaUrl } of routedIds) {
+      await rpc(ownedB.url, 'tasks/get', { taskId }, taskId);
+      await rpc(replicaUrl, 'tasks/get', { taskId }, taskId);
+    }
+    const routed: number[] = [], atReplica: number[] = [];
+    for (let i = 0; i < CALLS; i += 1) {
+      const { taskId, replicaUrl } = routedIds[i % routedIds.length]!;
+      const order: [string, number[]][] = [[ownedB.url, routed], [replicaUrl, atReplica]];
+      for (const [url, into] of i % 2 === 0 ? order : order.reverse()) {
+        const [t, answer] = await timed(() => rpc(url, 'tasks/get', { taskId }, taskId));
+        if (answer.result?.status !== 'working') throw new Error(`expected the task working, got ${JSON.stringify(answer).slice(0, 200)}`);
+        into.push(t);
+      }
+    }
+
     process.stdout.write(`\n1. A call that is not a task (greet), ${CALLS} each, alternating\n`);
     process.stdout.write(`${table(['path', 'p50', 'p99', 'n'], [row('upstream direct', direct), row('gateway --tasks on', viaOn), row('gateway --tasks off', viaOff), row('another gateway --tasks off (noise)', viaOff2)])}\n`);
     const cp = summarize95(create).p50 - summarize95(pass).p50;
@@ -180,9 +221,15 @@ async function main(): Promise<void> {
     process.stdout.write(`\n4. Create → poll → result, p50 of ${ROUNDS} (task via --task-after 0; polled through another instance)\n`);
     process.stdout.write(`${table(['tool takes', 'direct', 'task, poll 10 ms', 'task, poll pollIntervalMs', 'default --task-after 250, honoring'], e2e)}\n`);
     process.stdout.write(`\n5. SIGKILL of a task's runner → the first tasks/get through another instance answering failed (polled every 20 ms)\n${table(['rounds', 'p50', 'p99', 'max'], [[String(settle.length), ms(summarize95(settle).p50), ms(summarize95(settle).p99), ms(Math.max(...settle))]])}\n`);
+    const r = summarize95(routed), d = summarize95(atReplica);
+    process.stdout.write(
+      `\n6. tasks/get of an upstream-owned task (created through instance A) through instance B, routed to its replica, beside the same request sent to the replica directly; ${CALLS} each, alternating, over ${ROUTED_TASKS} tasks on 2 replicas\n` +
+        `${table(['path', 'p50', 'p99', 'n'], [row('through another instance (routed)', routed), row('the replica directly', atReplica)])}\nadded by routing: p50 ${ms(r.p50 - d.p50)}, p99 ${ms(r.p99 - d.p99)}\n`,
+    );
   } finally {
-    for (const g of [on, off, off2, now, reader]) await g.proc.stop('SIGTERM', 5_000).catch(() => undefined);
+    for (const g of [on, off, off2, now, reader, ownedA, ownedB]) await g.proc.stop('SIGTERM', 5_000).catch(() => undefined);
     await upstream.close();
+    for (const replica of replicas) await replica.close();
     await nats.cleanup();
   }
 }

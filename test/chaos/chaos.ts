@@ -35,6 +35,7 @@ import type { UpstreamSet } from './upstreams.js';
 import type { HostNetwork } from './net/hosts.js';
 import { createPlacement } from './net/placement.js';
 import { TaskPart } from './task-run.js';
+import type { TaskUpstreamKind } from './task-client.js';
 import type { TaskReport, TasksSkipped } from './task-checker.js';
 import type { LogMode, StackConfig, SyncMode, TargetName } from './stack.js';
 import { createRng } from '../shared/random.js';
@@ -76,11 +77,18 @@ export interface ChaosOptions {
   readonly faults?: FaultSelection;
   /**
    * 2026-07-28 task clients (`task-client.ts`) beside the others, on their own
-   * route; each `gateway_sigkill` then aims at a task's runner. Only with the
-   * gateways and the in-process log (not yet run against `--log grpc://`).
-   * Default 0.
+   * route; each `gateway_sigkill` then aims at a task's runner. With the
+   * gateways only, on either log (`--log grpc://`: the task records go
+   * through the session-log services). Default 0.
    */
   readonly taskClients?: number;
+  /**
+   * The upstream of the task clients' route: `kit` (default), whose tasks
+   * the gateways own; `owned`, two replicas running the Tasks extension
+   * themselves, whose tasks the gateways route (`owned-replicas.ts`; the
+   * `task_replica_kill` fault needs it).
+   */
+  readonly taskUpstream?: TaskUpstreamKind;
   /**
    * Streams the log is spread over (`--log-partitions` of every process
    * that opens it); the tap reads each, the checker keeps positions per
@@ -104,7 +112,7 @@ export interface ChaosOptions {
 
 export interface ChaosReport {
   /** What ran: target, log mode and partitions, nats-server, sync, and the fault kinds with their weights. */
-  readonly config: StackConfig & { readonly faults: FaultSelection };
+  readonly config: StackConfig & { readonly faults: FaultSelection; readonly taskUpstream?: TaskUpstreamKind };
   readonly seed: number;
   readonly durationMs: number;
   /** How long the load went on past `durationMs` for the first pass's faults to fire (0: none needed it). */
@@ -166,10 +174,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     targetName === 'sdk-example'
       ? '3 SDK example instances'
       : `${upstreamNames.length} upstreams${upstreamNames.length === 2 && upstreamNames[0] === 'store' ? '' : ` (${upstreamNames.join(', ')})`}, 3 gateways${logMode === 'grpc' ? ' on --log grpc:// (2 session-log services)' : ''}`;
-  const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName, logMode);
+  const tasksSkipped = taskSkipReason(options.taskClients ?? 0, targetName);
+  if (options.taskUpstream === 'owned' && options.net !== undefined) throw new Error('--task-upstream owned runs its replicas in the harness\'s process: not with --net hosts');
   // Before the gateways: their tool catalog reads the task upstream's tools.
-  const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients! }) : undefined;
-  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, ${streamsText})${options.net === undefined ? '' : `, each in a host of its own (network ${options.net.runId}: ${options.net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')})`}`);
+  const taskPart = tasksSkipped === undefined ? await TaskPart.start({ clients: options.taskClients!, upstream: options.taskUpstream ?? 'kit' }) : undefined;
+  say(`starting: 3-node NATS cluster${options.sync === 'always' ? ' (sync_interval: always)' : ''}, ${parts}${taskPart === undefined ? '' : taskPart.upstreamKind === 'owned' ? ', two replicas running their own tasks on /tasks/mcp' : ', a task upstream on /tasks/mcp'}, balancer (namespace ${namespace}, ${streamsText})${options.net === undefined ? '' : `, each in a host of its own (network ${options.net.runId}: ${options.net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')})`}`);
   const placement = options.net === undefined ? undefined : await createPlacement(options.net, taskPart?.upstreamUrl, options.seed);
   const stack = await startChaosStack({
     placement,
@@ -226,7 +235,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     say(`running ${options.durationMs / 1000}s: ${clients.length} clients, ${plan.length} faults planned (seed ${options.seed}; kinds ${selection.map((s) => `${s.kind}=${s.weight}`).join(', ')})`);
     await taskPart?.begin(stack, namespace, ctx.stopAt, rng);
     const liveFaults: FaultRecord[] = [];
-    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap, ...(taskPart === undefined ? {} : { taskRunner: taskPart.runnerToKill }) }, t0, faultStop.signal, liveFaults);
+    const faults = runFaults(plan, { stack, clients: names, slowStreams: ctx.slowStreams, say, tap, ...(taskPart === undefined ? {} : { taskRunner: taskPart.runnerToKill }), ...(taskPart?.replicaKill === undefined ? {} : { replicaKill: taskPart.replicaKill }) }, t0, faultStop.signal, liveFaults);
     const progress = setInterval(() => {
       const resumes = recorder.exchanges.filter((e) => e.method === 'GET' && e.cursor !== undefined).length;
       say(`  t=${((Date.now() - t0) / 1000).toFixed(0)}s calls=${recorder.calls.length} resumes=${resumes} log=${tap.stats.messages}`);
@@ -359,7 +368,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const c of stack.natsClients) natsProxies[c.name] = { connections: c.proxy.stats.connections, resets: c.proxy.stats.resets, refused: c.proxy.stats.refused };
 
     return {
-      config: { ...stack.config, faults: selection },
+      config: { ...stack.config, faults: selection, ...(taskPart === undefined ? {} : { taskUpstream: taskPart.upstreamKind }) },
       seed: options.seed,
       durationMs: options.durationMs,
       extendedMs,
@@ -432,10 +441,9 @@ async function readReplicas(
 }
 
 /** Why a run has no task clients, or undefined when it has some. */
-function taskSkipReason(clients: number, target: TargetName, log: LogMode): string | undefined {
+function taskSkipReason(clients: number, target: TargetName): string | undefined {
   if (clients <= 0) return 'no task clients asked for (--task-clients 0)';
   if (target !== 'gateway') return 'the SDK example fleet is not the gateways: task clients run against the gateways only';
-  if (log === 'grpc') return 'task clients are not run against gateways on --log grpc:// yet (their tasks go through the session-log service; tested in services/gateway/test/grpc-tasks.int.test.ts, not under chaos)';
   return undefined;
 }
 

@@ -12,7 +12,9 @@
  * `--net hosts` puts every process in a network namespace of its own
  * (issue 25: this process builds the network, runs the harness again
  * inside its `clients` host, and removes the network when that ends or on
- * a signal); without them a run is what it was before they existed. The nats-server is
+ * a signal), `--task-upstream owned` puts two replicas that run their own
+ * tasks on the task route (issue 33, with the `task_replica_kill` fault);
+ * without them a run is what it was before they existed. The nats-server is
  * the test kit's: NATS_SERVER_BIN, else `scripts/nats-server.sh current`,
  * never one older than 2.11.
  */
@@ -27,6 +29,7 @@ import type { HostNetwork, HostNetworkSpec } from './net/hosts.js';
 import { CLIENTS_HOST, hostsFor } from './net/placement.js';
 import type { FaultKind, FaultSelection } from './faults.js';
 import type { LogMode, SyncMode, TargetName } from './stack.js';
+import type { TaskUpstreamKind } from './task-client.js';
 import { formatSummary } from './summary.js';
 import { parseUpstreamSets } from './upstreams.js';
 import type { UpstreamSet } from './upstreams.js';
@@ -34,7 +37,7 @@ import { parseDuration } from './util.js';
 
 const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1] [--json out.json] [--settle 20s] [--fault-gap 4s] [--gateway-logs dir]
                         [--log nats|grpc] [--target gateway|sdk-example] [--sync always] [--faults default,KIND[=W],…]
-                        [--task-clients 2] [--log-partitions 1] [--net hosts|cleanup] [--upstreams kit,everything,v2]
+                        [--task-clients 2] [--task-upstream kit|owned] [--log-partitions 1] [--net hosts|cleanup] [--upstreams kit,everything,v2]
 
   --duration     how long clients start new calls (then in-flight calls settle)
   --clients      clients in all; every third is an official SDK client behind the resume guard, the rest raw SSE clients
@@ -58,7 +61,13 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  Clients are dealt to the routes in turn; upstream_restart picks any of them
   --task-clients 2026-07-28 clients of the gateways' durable tasks (default 2; 0 for none), on their own route
                  (/tasks/mcp, the test kit's task upstream); each gateway_sigkill then aims at a task's runner.
-                 Gateways only, log in-process: on --log grpc:// they serve no tasks, and none run (the summary says so)
+                 Gateways only, on either log (--log grpc: the task records go through the session-log services)
+  --task-upstream
+                 kit: the test kit's task upstream, whose tasks the gateways own and run (default); owned: two
+                 replicas of the kit's upstream that runs the Tasks extension itself, each task in one replica's
+                 memory (the gateways route it there; gateway_sigkill then takes its planned gateway). Adds the
+                 fault kind task_replica_kill (name it in --faults): a replica stopped, then restarted empty; its
+                 tasks must end failed with a named reason (replica_gone, replica_forgot). Not with --net hosts
   --log-partitions
                  streams the log is spread over, 1 to ${MAX_PARTITIONS} (default 1: one stream); every process that opens
                  the log gets --log-partitions N (gateways with the log in-process, session-log services, SDK
@@ -78,6 +87,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  nats_power_loss (every NATS node SIGKILLed at once, then restarted; lost acknowledged events counted)
                  gateway_nats_cut (one NATS client process cut off by its TCP proxy: frozen, or reset)
                  nats_node_stop (SIGSTOP of one NATS node, then SIGCONT)
+                 task_replica_kill (with --task-upstream owned only, never in 'all': a task replica stopped, restarted empty)
                  with --net hosts only (seeded, bounded, healed at the end; test/chaos/net/net-faults.ts):
                  net_latency (1-5 ms with jitter on every proxied link, sometimes a bandwidth cap)
                  link_loss_dup (nft loss and duplication on one gateway-node or node-node link)
@@ -91,7 +101,7 @@ const USAGE = `Usage: npm run chaos -- [--duration 60s] [--clients 6] [--seed 1]
                  e.g. --faults default,nats_power_loss,gateway_nats_cut=2,nats_node_stop
 `;
 
-const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'log-partitions', 'net', 'upstreams'];
+const FLAGS = ['duration', 'clients', 'seed', 'json', 'settle', 'fault-gap', 'gateway-logs', 'dump', 'events', 'cut-chance', 'log', 'target', 'sync', 'faults', 'task-clients', 'task-upstream', 'log-partitions', 'net', 'upstreams'];
 /** Set (to the network's JSON) in the harness that `--net hosts` starts inside the clients host. */
 const NET_ENV = 'TETHER_CHAOS_NET';
 
@@ -126,6 +136,7 @@ async function main(): Promise<number> {
   let sync: SyncMode;
   let faults: FaultSelection;
   let taskClients: number;
+  let taskUpstream: TaskUpstreamKind;
   let logPartitions: number;
   let netMode: 'hosts' | undefined;
   let upstreams: UpstreamSet[] | undefined;
@@ -137,6 +148,8 @@ async function main(): Promise<number> {
     if (!Number.isInteger(clients) || clients < 1 || clients > 200) throw new Error(`--clients must be an integer from 1 to 200, got ${args['clients']}`);
     taskClients = Number(args['task-clients'] ?? '2');
     if (!Number.isInteger(taskClients) || taskClients < 0 || taskClients > 100) throw new Error(`--task-clients must be an integer from 0 to 100, got ${args['task-clients']}`);
+    taskUpstream = (args['task-upstream'] ?? 'kit') as TaskUpstreamKind;
+    if (taskUpstream !== 'kit' && taskUpstream !== 'owned') throw new Error(`--task-upstream must be kit or owned, got ${args['task-upstream']}`);
     logPartitions = Number(args['log-partitions'] ?? '1');
     if (!/^\d+$/.test(args['log-partitions'] ?? '1') || !Number.isInteger(logPartitions) || logPartitions < 1 || logPartitions > MAX_PARTITIONS) {
       throw new Error(`--log-partitions must be an integer from 1 to ${MAX_PARTITIONS}, got ${args['log-partitions']}`);
@@ -155,7 +168,11 @@ async function main(): Promise<number> {
     if (args['net'] !== undefined && args['net'] !== 'hosts' && args['net'] !== 'cleanup') throw new Error(`--net must be hosts or cleanup, got ${args['net']}`);
     if (args['net'] === 'cleanup') return await cleanup();
     netMode = args['net'] === 'hosts' ? 'hosts' : undefined;
+    if (taskUpstream === 'owned' && (target !== 'gateway' || taskClients === 0)) throw new Error('--task-upstream owned needs --target gateway and task clients');
+    if (taskUpstream === 'owned' && args['net'] === 'hosts') throw new Error('--task-upstream owned runs its replicas in the harness\'s process: not with --net hosts');
     const unavailable = new Set<FaultKind>(target === 'sdk-example' ? ['upstream_restart', 'gateway_upstream_partition'] : []);
+    if (taskUpstream !== 'owned') unavailable.add('task_replica_kill');
+    if (taskUpstream !== 'owned' && /(^|,)\s*task_replica_kill\b/.test(args['faults'] ?? '')) throw new Error('--faults: task_replica_kill needs --task-upstream owned (replicas holding tasks to kill)');
     faults = args['faults'] === undefined ? DEFAULT_SELECTION.filter((f) => !unavailable.has(f.kind)) : parseFaultSelection(args['faults'], unavailable, netMode === 'hosts');
   } catch (err) {
     process.stderr.write(`chaos: ${(err as Error).message}\n\n${USAGE}`);
@@ -201,6 +218,7 @@ async function main(): Promise<number> {
     sync,
     faults,
     taskClients,
+    taskUpstream,
     logPartitions,
     ...(upstreams === undefined ? {} : { upstreams }),
     say: (line) => process.stdout.write(`${line}\n`),

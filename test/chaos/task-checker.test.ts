@@ -82,4 +82,33 @@ describe('chaos task checker', () => {
     // An input round answered directly (before any task) is the tool's to ask, not a result to judge.
     expect(kinds(Object.assign(newCall('t1', 4, 'confirm_delete', CONFIRM), { call: 'direct' as const, directResult: { resultType: 'input_required', inputRequests: {} } }))).toEqual([]);
   });
+
+  it('upstream-owned: a replica reason only for a killed replica\'s task; a result after its kill, or lost with no kill, is a violation', () => {
+    const id = 'AAAAAAAAAAAAAAAAAAAAAA';
+    const lost = (reason: string) => ({ status: 'failed', error: { code: -32603, message: 'lost', data: { reason } } });
+    const killedAt = Date.now() - 1_000;
+    const onKilled = new Map([[id, killedAt]]);
+    // Upstream-owned tasks have no outcome in the store: nothing is compared.
+    const ownedTask = (...args: Parameters<typeof task>): TaskCall => {
+      const c = task(...args);
+      delete c.record;
+      return c;
+    };
+    const gone = ownedTask(SLOW, ['working', 'failed'], lost('replica_gone'));
+    const forgot = ownedTask(SLOW, ['working', 'failed'], lost('replica_forgot'));
+    const report = checkTasks([gone, forgot], 1, undefined, onKilled);
+    expect(report.violations.total).toBe(0);
+    expect(report.replicaLoss).toEqual({ held: 1, failedNamed: 2, lostAfterTerminal: 0 });
+    expect(report.failed.byReason).toEqual({ replica_gone: 1, replica_forgot: 1 });
+    expect(Object.keys(checkTasks([gone], 1, undefined, new Map()).violations.byKind)).toEqual(['replica_failure_unexplained']);
+    // Read completed, then lost with its replica: explicit for a killed replica's task only.
+    const after = ownedTask(SLOW, ['working', 'completed'], { status: 'completed', result: text('slow_compute t1.1 done after 0.5 s') }, { lostAfterTerminal: 2 });
+    after.terminal = { ...after.terminal!, updatedAt: killedAt - 10 };
+    expect(checkTasks([after], 1, undefined, onKilled).replicaLoss?.lostAfterTerminal).toBe(1);
+    expect(Object.keys(checkTasks([after], 1, undefined, new Map()).violations.byKind)).toEqual(['replica_failure_unexplained']);
+    // Completed after its replica was killed: nobody could hold that result.
+    const late = ownedTask(SLOW, ['working', 'completed'], { status: 'completed', result: text('slow_compute t1.1 done after 0.5 s') });
+    late.terminal = { ...late.terminal!, updatedAt: killedAt + 500 };
+    expect(Object.keys(checkTasks([late], 1, undefined, onKilled).violations.byKind)).toEqual(['outlived_its_replica']);
+  });
 });

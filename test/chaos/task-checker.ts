@@ -15,6 +15,16 @@ import { bump } from './util.js';
 
 export const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled']);
 
+/** The reasons a gateway names when an upstream replica lost a task it held (`tasks/owned-record.ts`). */
+export const REPLICA_LOST_REASONS: ReadonlySet<string> = new Set(['replica_gone', 'replica_forgot', 'replica_removed']);
+
+/** The named reason of a failed task's error (`error.data.reason`), if any. */
+export function lostReason(error: unknown): string | undefined {
+  const reason = (error as { data?: { reason?: unknown } } | undefined)?.data?.reason;
+  return typeof reason === 'string' ? reason : undefined;
+}
+
+
 /** What the upstream must answer: exactly `exact`, or text matching `pattern`. */
 export interface Expected {
   readonly exact?: string;
@@ -45,6 +55,8 @@ export interface TaskCall {
   /** Later tasks/get answers (after the first terminal one) that differed from it; the first such answer. */
   laterDiffers: number;
   laterExample?: string;
+  /** Later reads that said `failed` with a replica reason after it had ended (its replica died after; judged with the kills). */
+  lostAfterTerminal: number;
   polls: number;
   /** tasks/get retried after a network error or a 502/503. */
   retries: number;
@@ -110,6 +122,14 @@ export interface TaskReport {
   readonly pollRetries: number;
   /** Tasks in the store at the end (including ones whose creation the client never heard of). */
   readonly inStore: number | undefined;
+  /**
+   * Upstream-owned tasks (`--task-upstream owned`) and the replica kills:
+   * `held`, tasks a killed replica held when it stopped; `failedNamed`,
+   * tasks of this run that ended failed with a replica reason (each one
+   * held by a killed replica, else a violation); `lostAfterTerminal`, tasks
+   * read terminal, then read lost with their replica after it died.
+   */
+  readonly replicaLoss?: { readonly held: number; readonly failedNamed: number; readonly lostAfterTerminal: number };
   readonly violations: { readonly total: number; readonly byKind: Readonly<Record<string, number>>; readonly examples: readonly TaskViolation[] };
 }
 
@@ -140,14 +160,23 @@ function errorReason(error: unknown): string {
   return typeof data?.reason === 'string' ? data.reason : `code ${String((error as { code?: unknown } | undefined)?.code)}`;
 }
 
-/** Judges every call; `inStore` is the store's task count at the end. */
-export function checkTasks(calls: readonly TaskCall[], clients: number, inStore: number | undefined): TaskReport {
+/**
+ * Judges every call; `inStore` is the store's task count at the end.
+ * `lostWithReplica` (upstream-owned tasks): each task a killed replica held
+ * and when it was killed. Only those may end `failed` with a replica
+ * reason (`replica_gone`, `replica_forgot`, `replica_removed`); any other
+ * task so failed is `replica_failure_unexplained`, and a killed replica's
+ * task that completed after the kill is `outlived_its_replica` (nobody
+ * holds its result any more).
+ */
+export function checkTasks(calls: readonly TaskCall[], clients: number, inStore: number | undefined, lostWithReplica?: ReadonlyMap<string, number>): TaskReport {
   const violations: TaskViolation[] = [];
   const byKind: Record<string, number> = {};
   const byReason: Record<string, number> = {};
   const callFailures: Record<string, number> = {};
   const victimEnds: Record<string, number> = {};
   let created = 0, direct = 0, completed = 0, runnerLost = 0, runnerAlive = 0, otherFailed = 0, cancelled = 0, stuck = 0, callFailed = 0;
+  let replicaFailed = 0, lostAfterTerminal = 0;
   let rerunTasks = 0, rerunCompleted = 0, inputRounds = 0, cancels = 0, polls = 0, retries = 0, victims = 0, killed = 0;
   for (const c of calls) {
     const flag = (kind: string, detail: string): void => {
@@ -181,6 +210,11 @@ export function checkTasks(calls: readonly TaskCall[], clients: number, inStore:
     }
     if (!c.expected.asks && c.statuses.includes('input_required')) flag('input_round_unexpected', `statuses ${c.statuses.join(' → ')}`);
     if (c.askedAgain > 0) flag('input_asked_again', `input_required again after the round was answered (${c.askedAgain} reads); statuses ${c.statuses.join(' → ')}`);
+    const killedAt = c.taskId === undefined ? undefined : lostWithReplica?.get(c.taskId);
+    if (c.lostAfterTerminal > 0) {
+      if (killedAt === undefined) flag('replica_failure_unexplained', `read ${c.terminal?.status ?? '?'}, then ${c.lostAfterTerminal}x failed with a replica reason, but no replica holding it was killed`);
+      else lostAfterTerminal += 1;
+    }
     if (c.laterDiffers > 0) flag('changed_after_terminal', `${c.laterDiffers} later reads differed from ${c.terminal?.body ?? '?'}: ${c.laterExample ?? ''}`);
     const record = typeof c.record === 'object' ? c.record : undefined;
     if (record !== undefined && record.reruns > 0) {
@@ -202,6 +236,7 @@ export function checkTasks(calls: readonly TaskCall[], clients: number, inStore:
         completed += 1;
         if (record !== undefined && record.reruns > 0) rerunCompleted += 1;
         if (!matches(c.expected, t.result)) flag('wrong_result', `completed with ${JSON.stringify(t.result)}, expected ${c.expected.exact ?? String(c.expected.pattern)}`);
+        if (killedAt !== undefined && t.updatedAt !== undefined && t.updatedAt > killedAt) flag('outlived_its_replica', `completed at ${new Date(t.updatedAt).toISOString()}, after its replica was killed at ${new Date(killedAt).toISOString()}`);
         break;
       case 'failed': {
         const error = t.error as { code?: unknown } | undefined;
@@ -211,6 +246,10 @@ export function checkTasks(calls: readonly TaskCall[], clients: number, inStore:
         if (reason === 'runner_lost') runnerLost += 1;
         else otherFailed += 1;
         if (reason === 'runner_lost' && c.runnerAlive === true) runnerAlive += 1;
+        if (REPLICA_LOST_REASONS.has(lostReason(t.error) ?? '')) {
+          replicaFailed += 1;
+          if (killedAt === undefined) flag('replica_failure_unexplained', `failed ${reason}, but no replica holding it was killed`);
+        }
         end = `failed ${reason}`;
         break;
       }
@@ -239,6 +278,7 @@ export function checkTasks(calls: readonly TaskCall[], clients: number, inStore:
     polls,
     pollRetries: retries,
     inStore,
+    ...(lostWithReplica === undefined ? {} : { replicaLoss: { held: lostWithReplica.size, failedNamed: replicaFailed, lostAfterTerminal } }),
     violations: { total: Object.values(byKind).reduce((a, b) => a + b, 0), byKind, examples: violations },
   };
 }
@@ -260,6 +300,10 @@ export function formatTaskSummary(tasks: TaskReport | TasksSkipped): string[] {
     `  ${tasks.reruns.tasks} idempotent tasks rerun after a lost runner (${tasks.reruns.completed} completed), ${tasks.inputRounds} input rounds, ${tasks.cancelsSent} cancels sent; ${tasks.polls} tasks/get (${tasks.pollRetries} retried); ${tasks.inStore ?? '?'} tasks in the store`,
     `  runner kills: ${tasks.runnerKills.killed} of ${tasks.runnerKills.victims} victim tasks had their gateway SIGKILLed mid-task; ${Object.entries(tasks.runnerKills.byEnd).map(([k, n]) => `${n} ${k}`).join(', ') || 'none'}`,
   ];
+  if (tasks.replicaLoss !== undefined) {
+    const r = tasks.replicaLoss;
+    lines.push(`  replica kills: ${r.held} tasks held by killed replicas; ${r.failedNamed} ended failed with a replica reason (each on a killed replica, else a violation); ${r.lostAfterTerminal} read terminal, then lost with their replica`);
+  }
   if (Object.keys(f.byReason).length > 0) lines.push(`  failed by reason: ${Object.entries(f.byReason).map(([k, n]) => `${k} ${n}`).join(', ')}`);
   if (Object.keys(tasks.callFailures).length > 0) lines.push(`  calls failed: ${Object.entries(tasks.callFailures).map(([k, n]) => `${n} ${k}`).join(', ')}`);
   for (const v of tasks.violations.examples.slice(0, 10)) lines.push(`  TASK VIOLATION ${JSON.stringify(v)}`);

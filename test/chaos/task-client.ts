@@ -9,7 +9,7 @@
  */
 import { SseParser } from '@tether/protocol';
 import type { Expected, TaskCall } from './task-checker.js';
-import { TERMINAL } from './task-checker.js';
+import { lostReason, REPLICA_LOST_REASONS, TERMINAL } from './task-checker.js';
 import { sleep } from './util.js';
 import type { Rng } from '../shared/random.js';
 
@@ -31,8 +31,18 @@ const TERMINAL_REREADS = 2;
 const CALL_TIMEOUT_MS = 20_000;
 const METHOD_TIMEOUT_MS = 10_000;
 
+/**
+ * The task upstream behind `/tasks/mcp`: `kit`, the test kit's plain task
+ * upstream whose tasks the gateways own (and run); `owned`, two replicas of
+ * the kit's upstream that runs the Tasks extension itself, whose tasks the
+ * gateways only route (`owned-replicas.ts`).
+ */
+export type TaskUpstreamKind = 'kit' | 'owned';
+
 /** What every task client of a run shares. */
 export interface TaskContext {
+  /** Which upstream serves the tasks: picks the tools and their expected answers. */
+  readonly upstream: TaskUpstreamKind;
   /** The balancer, `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
   /** No new call starts after this time (ms since epoch). The run may move it later (`TaskPart.extend`). */
@@ -104,11 +114,13 @@ function parseAnswer(text: string, contentType: string, id: number): Record<stri
   return undefined;
 }
 
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A new record of one call. */
 export function newCall(client: string, n: number, tool: string, expected: Expected, victim = false): TaskCall {
-  return { client, n, tool, expected, victim, startedAt: Date.now(), call: 'pending', statuses: [], laterDiffers: 0, polls: 0, retries: 0, unreadableMs: 0, rpcErrors: {}, unparseable: 0, cancelSent: false, answered: false, askedAgain: 0, end: 'none' };
+  return { client, n, tool, expected, victim, startedAt: Date.now(), call: 'pending', statuses: [], laterDiffers: 0, lostAfterTerminal: 0, polls: 0, retries: 0, unreadableMs: 0, rpcErrors: {}, unparseable: 0, cancelSent: false, answered: false, askedAgain: 0, end: 'none' };
 }
 
 function unparseable(call: TaskCall, what: string, answer: { status: number; text: string }): void {
@@ -185,7 +197,11 @@ export async function follow(baseUrl: string, call: TaskCall, plan: FollowPlan):
       const status = String(read.result['status']);
       if (call.statuses.at(-1) !== status) call.statuses.push(status);
       if (call.terminal !== undefined) {
-        if (read.body !== call.terminal.body) {
+        // The replica holding an upstream-owned task died after it ended: the gateway cannot know the
+        // outcome any more and says the task is lost. Explicit; the checker accepts it only for a killed replica's task.
+        if (read.body !== call.terminal.body && status === 'failed' && REPLICA_LOST_REASONS.has(lostReason(read.result['error']) ?? '')) {
+          call.lostAfterTerminal += 1;
+        } else if (read.body !== call.terminal.body) {
           call.laterDiffers += 1;
           call.laterExample ??= read.body.slice(0, 300);
         }
@@ -234,7 +250,9 @@ async function answerInput(baseUrl: string, call: TaskCall, requests: unknown, a
  * more cancelled midway), `idempotent_job` 0.1-1.5 s, `confirm_delete`
  * (its input round answered yes, no or declined through `tasks/update`,
  * or one in ten cancelled instead), and now and then `greet` (no task
- * support: passed through, answered directly).
+ * support: passed through, answered directly). In front of the owned
+ * upstream (`upstream: 'owned'`) `idempotent_job`'s share goes to
+ * `slow_compute`, whose answer then names the replica that ran it.
  */
 export class TaskClient {
   readonly name: string;
@@ -263,10 +281,15 @@ export class TaskClient {
     let expected: Expected;
     let durationMs: number;
     let plan: Omit<FollowPlan, 'settleBy'> = {};
-    if (draw < 0.45) {
+    const owned = this.#ctx.upstream === 'owned';
+    // The owned upstream has no idempotent_job: its share goes to slow_compute (nothing reruns an upstream's own task).
+    if (draw < (owned ? 0.7 : 0.45)) {
       const seconds = rng.int(3, 20) / 10;
       const label = `${this.name}.${n}`;
-      [tool, args, expected, durationMs] = ['slow_compute', { seconds, label }, { ...base, exact: `slow_compute ${label} done after ${seconds} s` }, seconds * 1000];
+      const done = `slow_compute ${label} done after ${seconds} s`;
+      // A replica names itself in the answer: either may hold the task.
+      const expectation = owned ? { pattern: new RegExp(`^${escapeRegExp(done)} \\(served by r[12]\\)$`) } : { exact: done };
+      [tool, args, expected, durationMs] = ['slow_compute', { seconds, label }, { ...base, ...expectation }, seconds * 1000];
       if (seconds >= 1 && rng.chance(1 / 7)) plan = { cancelAfterMs: rng.int(300, seconds * 1000 - 100) };
     } else if (draw < 0.7) {
       const ms = rng.int(100, 1_500);
@@ -276,7 +299,9 @@ export class TaskClient {
       const choice = rng.next();
       const confirm = choice < 0.5;
       const answer = choice < 0.8 ? { action: 'accept', content: { confirm } } : { action: 'decline' };
-      [tool, args, expected, durationMs] = ['confirm_delete', { path }, { ...base, asks: true, exact: confirm && choice < 0.8 ? `deleted ${path}` : `kept ${path}: not confirmed` }, 1_000];
+      const kept = owned ? `kept ${path}` : `kept ${path}: not confirmed`;
+      // The owned upstream's confirm_delete names its target `filename`.
+      [tool, args, expected, durationMs] = ['confirm_delete', owned ? { filename: path } : { path }, { ...base, asks: true, exact: confirm && choice < 0.8 ? `deleted ${path}` : kept }, 1_000];
       plan = rng.chance(0.1) ? { cancelAfterMs: 'input' } : { inputAnswer: answer };
     } else {
       const who = `${this.name}-${n}`;

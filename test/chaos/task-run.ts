@@ -12,14 +12,23 @@
  * settled `failed` with `runner_lost` by the next reader, the job rerun and
  * completed. A victim whose runner could not be found is not killed (the
  * fault takes its planned gateway) and a hold is released, so it completes.
+ *
+ * `--task-upstream owned` puts two replicas of the kit's extension-running
+ * upstream there instead (`owned-replicas.ts`): the gateways run nothing,
+ * they route each task to its replica, so a `gateway_sigkill` takes its
+ * planned gateway (no runner to aim at) and must cost no task, and
+ * `task_replica_kill` loses a replica's tasks, which must end `failed` with
+ * a named replica reason. The gateways' route records hold no outcome
+ * (the replica does), so no record is compared after the run.
  */
 import { randomBytes } from 'node:crypto';
 import { startTaskUpstream } from '@tether/testing';
 import type { TaskUpstream } from '@tether/testing';
 import { checkTasks } from './task-checker.js';
 import type { TaskCall, TaskReport } from './task-checker.js';
+import { OwnedReplicas } from './owned-replicas.js';
 import { follow, newCall, startCall, TaskClient } from './task-client.js';
-import type { TaskContext } from './task-client.js';
+import type { TaskContext, TaskUpstreamKind } from './task-client.js';
 import { openTaskRecords } from './task-records.js';
 import { sleep } from './util.js';
 import type { TaskRecords } from './task-records.js';
@@ -42,11 +51,15 @@ export interface TaskPartOptions {
   readonly clients: number;
   /** Calls per client at most. Default 10,000 (the run's duration bounds them first). */
   readonly maxCallsPerClient?: number;
+  /** The upstream behind `/tasks/mcp`. Default `kit` (the gateways own the tasks). */
+  readonly upstream?: TaskUpstreamKind;
 }
 
 export class TaskPart {
   readonly #options: TaskPartOptions;
-  readonly #upstream: TaskUpstream;
+  /** `kit`: the task upstream whose tasks the gateways run; `owned`: the replicas that run their own. */
+  readonly #upstream: TaskUpstream | undefined;
+  readonly #replicas: OwnedReplicas | undefined;
   readonly #calls: TaskCall[] = [];
   readonly #running: Promise<void>[] = [];
   #stack: ChaosStack | undefined;
@@ -57,14 +70,19 @@ export class TaskPart {
   readonly #lastAlive = new Map<string, number>();
   #watch: NodeJS.Timeout | undefined;
 
-  private constructor(options: TaskPartOptions, upstream: TaskUpstream) {
+  private constructor(options: TaskPartOptions, upstream: TaskUpstream | OwnedReplicas) {
     this.#options = options;
-    this.#upstream = upstream;
+    this.#upstream = upstream instanceof OwnedReplicas ? undefined : upstream;
+    this.#replicas = upstream instanceof OwnedReplicas ? upstream : undefined;
   }
 
   /** Starts the task upstream (before the gateways, whose tool catalog reads it). */
   static async start(options: TaskPartOptions): Promise<TaskPart> {
-    return new TaskPart(options, await startTaskUpstream());
+    return new TaskPart(options, options.upstream === 'owned' ? await OwnedReplicas.start() : await startTaskUpstream());
+  }
+
+  get upstreamKind(): TaskUpstreamKind {
+    return this.#replicas === undefined ? 'kit' : 'owned';
   }
 
   /** Every call of the task clients and the runner kills, as recorded (for `--dump`). */
@@ -72,15 +90,22 @@ export class TaskPart {
     return this.#calls;
   }
 
+  /** What the gateways' `--route /tasks/mcp=` names: the task upstream, or both replicas comma separated. */
   get upstreamUrl(): string {
-    return this.#upstream.url;
+    return this.#replicas?.routeTarget ?? this.#upstream!.url;
+  }
+
+  /** For `task_replica_kill` (`--task-upstream owned`); undefined otherwise. */
+  get replicaKill(): ((target: number, downMs: number) => Promise<{ target: string; detail: string }>) | undefined {
+    const replicas = this.#replicas;
+    return replicas === undefined ? undefined : (target, downMs) => replicas.kill(target, downMs);
   }
 
   /** Starts the clients against the stack's balancer; none starts a call after `stopAt`. */
   async begin(stack: ChaosStack, namespace: string, stopAt: number, rng: Rng): Promise<void> {
     this.#stack = stack;
     this.#records = await openTaskRecords(stack.cluster.urls, namespace);
-    const ctx: TaskContext = { baseUrl: stack.baseUrl, stopAt, maxCalls: this.#options.maxCallsPerClient ?? 10_000, calls: this.#calls };
+    const ctx: TaskContext = { upstream: this.upstreamKind, baseUrl: stack.baseUrl, stopAt, maxCalls: this.#options.maxCallsPerClient ?? 10_000, calls: this.#calls };
     this.#ctx = ctx;
     const look = (): void => {
       for (const g of stack.gateways) if (g.process !== undefined) this.#lastAlive.set(`${g.name}.${g.generation - 1}`, Date.now());
@@ -104,6 +129,8 @@ export class TaskPart {
     const stack = this.#stack;
     const records = this.#records;
     const ctx = this.#ctx;
+    // Upstream-owned tasks run on the replicas: no gateway is any task's runner.
+    if (this.#replicas !== undefined) return undefined;
     if (stack === undefined || records === undefined || ctx === undefined || Date.now() >= ctx.stopAt) return undefined;
     this.#victims += 1;
     const n = this.#victims;
@@ -127,7 +154,7 @@ export class TaskPart {
     const instance = typeof record === 'object' ? record.runnerInstance : undefined;
     const slot = instance === undefined ? undefined : stack.gateways.find((g) => g.process !== undefined && `${g.name}.${g.generation - 1}` === instance);
     if (slot === undefined || instance === undefined) {
-      if (hold) this.#upstream.release(key, `released ${key}`);
+      if (hold) this.#upstream?.release(key, `released ${key}`);
     } else {
       call.killed = instance;
     }
@@ -147,7 +174,8 @@ export class TaskPart {
     const records = this.#records;
     const withTask = this.#calls.filter((c) => c.taskId !== undefined);
     let inStore: number | undefined;
-    if (records !== undefined) {
+    // A route record holds no outcome (the replica does): nothing to compare for upstream-owned tasks.
+    if (records !== undefined && this.#replicas === undefined) {
       const until = Date.now() + RECORDS_BUDGET_MS;
       let next = 0;
       const worker = async (): Promise<void> => {
@@ -159,8 +187,8 @@ export class TaskPart {
         }
       };
       await Promise.all([worker(), worker(), worker(), worker()]);
-      inStore = await records.count();
     }
+    inStore = await records?.count();
     clearInterval(this.#watch);
     // A runner_lost settled while its runner still ran: seen alive a second after the settle.
     for (const call of withTask) {
@@ -169,13 +197,14 @@ export class TaskPart {
       if (instance === undefined || at === undefined || call.terminal?.status !== 'failed') continue;
       call.runnerAlive = (this.#lastAlive.get(instance) ?? 0) >= at + 1_000;
     }
-    say(`tasks: ${this.#calls.length} calls, ${withTask.length} tasks followed to their end, records read`);
-    return checkTasks(this.#calls, this.#options.clients, inStore);
+    say(`tasks: ${this.#calls.length} calls, ${withTask.length} tasks followed to their end, ${this.#replicas === undefined ? 'records read' : 'route records not compared (the replicas hold the outcomes)'}`);
+    return checkTasks(this.#calls, this.#options.clients, inStore, this.#replicas?.lostTasks);
   }
 
   async close(): Promise<void> {
     clearInterval(this.#watch);
     await this.#records?.close();
-    await this.#upstream.close();
+    await this.#upstream?.close();
+    await this.#replicas?.close();
   }
 }
