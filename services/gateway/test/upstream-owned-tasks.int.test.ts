@@ -207,6 +207,31 @@ describe('a replica that is gone', () => {
   });
 });
 
+describe('a replica that restarted empty', () => {
+  for (const first of ['tasks/cancel', 'tasks/update'] as const) {
+    it(`whichever method asks first (${first}), its forgotten task is failed replica_forgot, never the replica's -32602`, async () => {
+      const before = await startOwnedTasksUpstream({ name: 'before' });
+      const solo = await startInProcessStack({ nats, gateways: 2, upstreamUrl: before.url, args: ['--task-after', '100'] });
+      let after: Awaited<ReturnType<typeof startOwnedTasksUpstream>> | undefined;
+      try {
+        const taskId = await create(solo.urls[0]!, OwnedTaskTools.SlowCompute, { seconds: 30 });
+        await before.close();
+        // The same address, a fresh process: it knows none of its old tasks.
+        after = await startOwnedTasksUpstream({ name: 'after', port: Number(new URL(before.url).port) });
+        const params = first === 'tasks/update' ? { taskId, inputResponses: {} } : { taskId };
+        const asked = await rpc(solo.urls[1]!, first, params, { name: taskId });
+        expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+        expect(asked.body.error, JSON.stringify(asked.body)).toBeUndefined();
+        const got = await rpc(solo.urls[0]!, 'tasks/get', { taskId }, { name: taskId });
+        expect(got.body.result).toMatchObject({ taskId, status: 'failed', error: { data: { reason: 'replica_forgot' } } });
+      } finally {
+        await solo.teardown();
+        await after?.close();
+      }
+    });
+  }
+});
+
 describe('an upstream that does not offer the extension', () => {
   it('gets no declaration from the gateway, so it can never answer a task the gateway would take for a result', async () => {
     // It runs tasks for declaring clients all the same (a stale or wrong discover): only the stripped declaration keeps it from making one.

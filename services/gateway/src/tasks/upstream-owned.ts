@@ -121,8 +121,9 @@ export async function routeOwnedRequest(ctx: GatewayContext, tasks: EdgeTasks, r
     await answer.cancel();
     return replyError(res, refused);
   }
-  if (method !== TaskMethod.get) return relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => data);
-  // The replica answers "not found" to tasks/get for a task it created: it restarted empty, or dropped it. Never passed on as such.
+  if (!taskMethod) return relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => data);
+  // The replica answers "not found" to tasks/get, tasks/update or tasks/cancel for a task it
+  // created: it restarted empty, or dropped it. Never passed on as such, whichever method asked first.
   let forgot = false;
   await relayWithAnswerHook(answer, res, tokenAuth(ctx), message.id, async (data) => {
     if (!isNotFound(data)) return data;
