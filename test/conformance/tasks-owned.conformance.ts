@@ -105,6 +105,18 @@ describe('MCP conformance tasks, upstream-owned', () => {
     for (const scenario of ['tasks-lifecycle', 'tasks-mrtr-input', 'tasks-dispatch-and-envelope']) expect(broken, `${scenario} through the plain balancer`).toContain(scenario);
   });
 
+  it('prints each scenario check by check, three ways (the table in docs/conformance.md)', () => {
+    const way = (result: ScenarioResult | undefined): string => {
+      if (result === undefined) return 'no result';
+      const count = (status: Check['status']): number => result.checks.filter((c) => c.status === status).length;
+      const failing = checkIds(failingChecks(result));
+      return `${count('SUCCESS')} passed${failing.length > 0 ? `, failing ${failing.join(' ')}` : ''}${count('SKIPPED') > 0 ? `, ${count('SKIPPED')} skipped` : ''}`;
+    };
+    const lines = scenarios.map((scenario) => `  ${scenario}: directly ${way(directResults.get(scenario))} | through the gateways ${way(throughGateways().get(scenario))} | plain balancer ${way(viaPlainBalancer.get(scenario))}`);
+    process.stdout.write(`tasks-owned conformance, check by check:\n${lines.join('\n')}\n`);
+    expect(lines).toHaveLength(scenarios.length);
+  });
+
   it('the balancer sent the run\'s requests to both gateways in turn, and both replicas held tasks', () => {
     throughGateways();
     const history = proxy?.history() ?? [];
