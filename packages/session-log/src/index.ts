@@ -58,4 +58,4 @@ export { decodeTask, encodeTask, expiresAt, isTaskStatus, isTerminal } from './t
 export type { JsonObject, TaskRecord, TaskStatus, UpstreamTaskRoute } from './tasks/task-record.js';
 export { isTaskId, newTaskId } from './tasks/task-ids.js';
 export { TaskEvents, TaskEventWriter, TASK_EVENT_KIND, TASK_EVENT_SEQ } from './tasks/task-events.js';
-export type { TaskEvent, TaskEventsOptions } from './tasks/task-events.js';
+export type { TaskEvent, TaskEventBounds, TaskEventsOptions } from './tasks/task-events.js';
