@@ -28,8 +28,8 @@ export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { AuditKind, decodeAuditEvent, encodeAuditEvent } from './audit.js';
 export type { AuditEvent, AuditRecord } from './audit.js';
 export { JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
-export { LEADER_ANSWERS_STALL_MS, LeaderQuorumCheck, leadersDoubt, QUORUM_HEARD_WITHIN_MS, QUORUM_VERDICT_MS, quorumDoubt } from './leader-quorum.js';
-export type { Recheck } from './leader-quorum.js';
+export { absenceDoubt, LEADER_ANSWERS_STALL_MS, LeaderQuorumCheck, leadersDoubt, QUORUM_HEARD_WITHIN_MS, QUORUM_VERDICT_MS, quorumDoubt } from './leader-quorum.js';
+export type { LeaderGetAnswer, Recheck } from './leader-quorum.js';
 export type { SessionLogErrorFields } from './errors.js';
 export {
   AdminRequestType,
