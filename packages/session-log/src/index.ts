@@ -28,8 +28,8 @@ export { MAX_SESSIONS_PER_PRINCIPAL } from './principals.js';
 export { AuditKind, decodeAuditEvent, encodeAuditEvent } from './audit.js';
 export type { AuditEvent, AuditRecord } from './audit.js';
 export { JsErrCode, jsErrorCode, SessionLogError, SessionLogErrorCode, isSessionLogError } from './errors.js';
-export { LEADER_ANSWERS_STALL_MS, LeaderQuorumCheck, leadersDoubt, QUORUM_HEARD_WITHIN_MS, QUORUM_VERDICT_MS, quorumDoubt } from './leader-quorum.js';
-export type { Recheck } from './leader-quorum.js';
+export { absenceDoubt, LEADER_ANSWERS_STALL_MS, LeaderQuorumCheck, leadersDoubt, QUORUM_HEARD_WITHIN_MS, QUORUM_VERDICT_MS, quorumDoubt } from './leader-quorum.js';
+export type { LeaderGetAnswer, Recheck } from './leader-quorum.js';
 export type { SessionLogErrorFields } from './errors.js';
 export {
   AdminRequestType,
@@ -58,4 +58,4 @@ export { decodeTask, encodeTask, expiresAt, isTaskStatus, isTerminal } from './t
 export type { JsonObject, TaskRecord, TaskStatus, UpstreamTaskRoute } from './tasks/task-record.js';
 export { isTaskId, newTaskId } from './tasks/task-ids.js';
 export { TaskEvents, TaskEventWriter, TASK_EVENT_KIND, TASK_EVENT_SEQ } from './tasks/task-events.js';
-export type { TaskEvent, TaskEventsOptions } from './tasks/task-events.js';
+export type { TaskEvent, TaskEventBounds, TaskEventsOptions } from './tasks/task-events.js';

@@ -53,15 +53,18 @@ export type Recheck<T> = { readonly doubt: string } | { readonly doubt: undefine
  * costs one STREAM.INFO per half second per stream, and a found record costs
  * nothing.
  *
- * Two leaders at once: when the cut heals, the old leader hears its peers
- * again (its `active` figures turn fresh) an instant before it learns of the
- * new term and steps down, and a request can reach both. So the STREAM.INFO
- * collects every answer for {@link LEADER_ANSWERS_STALL_MS}: two servers
- * naming themselves leader is a doubt. And a "not found" stands only if the
- * read is asked again after the check and still finds nothing: the first
- * answer may come from the old leader just before it stepped down, the
- * check from the new one (seen once in CI: a read through the healed node
- * said "not found" for a task the new leader held): {@link recheck}.
+ * Two leaders at once: when the cut heals, the old leader may still lead
+ * (it steps down on the first message of the new term it hears; heartbeats
+ * are 1 s apart) while the new one does, and a request can reach both. So
+ * the STREAM.INFO collects every answer for {@link LEADER_ANSWERS_STALL_MS}:
+ * two servers naming themselves leader is a doubt. That alone did not close
+ * it (finding 18): a read takes the first answer, and the nearest server,
+ * the old leader to its own clients, answers first, while the check can
+ * miss its answer (it stalls on the first) or come from after it stepped
+ * down. So a "not found" stands only if the read is asked again after the
+ * check and, asked of every leader at once (STREAM.MSG.GET gathered like
+ * STREAM.INFO), exactly one answered and it holds nothing: {@link recheck},
+ * {@link absenceDoubt}.
  */
 export class LeaderQuorumCheck {
   readonly #nc: NatsConnection;
@@ -109,12 +112,40 @@ export class LeaderQuorumCheck {
    * leader may not be the only one, else what `reread()` finds now. The first
    * "not found" may have come from a leader that stepped down just after, and
    * the check from the new one, so the read is asked again after a passing
-   * check (see the class comment). The one place the callers' "not found"
+   * check; with `subject` (the read's `last_by_subj`), also of every leader
+   * at once, and a "not found" stands only if one leader answered and holds
+   * nothing (see the class comment). The one place the callers' "not found"
    * goes through: the task table, the session registry, the SDK's store.
    */
-  async recheck<T>(stream: string, reread: () => Promise<T | undefined>): Promise<Recheck<T>> {
+  async recheck<T>(stream: string, reread: () => Promise<T | undefined>, subject?: string): Promise<Recheck<T>> {
     const doubt = await this.doubt(stream);
-    return doubt === undefined ? { doubt: undefined, value: await reread() } : { doubt };
+    if (doubt !== undefined) return { doubt };
+    if (subject === undefined) return { doubt: undefined, value: await reread() };
+    // Finding 18: the reread, like the first read, takes the first answer, and
+    // the nearest server answers first. Every leader's answer is heard too.
+    const [value, answers] = await Promise.all([reread(), this.#everyLeaderGet(stream, subject)]);
+    if (value !== undefined) return { doubt: undefined, value };
+    const absentDoubt = absenceDoubt(answers);
+    return absentDoubt === undefined ? { doubt: undefined, value: undefined } : { doubt: absentDoubt };
+  }
+
+  /**
+   * What every server that answers STREAM.MSG.GET `last_by_subj: subject` as
+   * the stream's leader says, gathered until none came for
+   * {@link LEADER_ANSWERS_STALL_MS}: `found`, `absent` (10037), or another error.
+   */
+  async #everyLeaderGet(stream: string, subject: string): Promise<LeaderGetAnswer[]> {
+    const answers: LeaderGetAnswer[] = [];
+    try {
+      const replies = await this.#nc.requestMany(`${this.#apiPrefix}.STREAM.MSG.GET.${stream}`, JSON.stringify({ last_by_subj: subject }), { strategy: 'stall', stall: LEADER_ANSWERS_STALL_MS, maxWait: 5_000 });
+      for await (const msg of replies) {
+        // A status-only answer (no responders) has no body.
+        answers.push(msg.data.length === 0 ? { t: 'error', why: 'an answer without a body' } : leaderGetAnswer(msg.json<{ message?: unknown; error?: { err_code?: number; description?: string } }>()));
+      }
+    } catch (err) {
+      answers.push({ t: 'error', why: `no answer: ${String(err)}` });
+    }
+    return answers;
   }
 
   /** Every server's answer to STREAM.INFO of `stream`, gathered until none came for {@link LEADER_ANSWERS_STALL_MS}. */
@@ -131,6 +162,32 @@ export class LeaderQuorumCheck {
     if (answers.length === 0 && error !== undefined) throw new Error(error);
     return answers;
   }
+}
+
+/** One server's answer to STREAM.MSG.GET, as {@link absenceDoubt} weighs it. */
+export type LeaderGetAnswer = { readonly t: 'found' } | { readonly t: 'absent' } | { readonly t: 'error'; readonly why: string };
+
+/** JetStream's "no message found" error code. */
+const NO_MESSAGE_FOUND = 10037;
+
+function leaderGetAnswer(body: { message?: unknown; error?: { err_code?: number; description?: string } }): LeaderGetAnswer {
+  if (body.error === undefined) return body.message === undefined ? { t: 'error', why: 'an answer with neither message nor error' } : { t: 'found' };
+  if (body.error.err_code === NO_MESSAGE_FOUND || /no message found/i.test(body.error.description ?? '')) return { t: 'absent' };
+  return { t: 'error', why: body.error.description ?? 'JetStream API error' };
+}
+
+/**
+ * Undefined when a "no message" may be believed: exactly one server
+ * answered STREAM.MSG.GET as the leader, and it holds nothing. A server
+ * that holds the message, or a second answer (two servers leading), or none,
+ * is a doubt: the old leader of a cut that just healed answers from its
+ * stale store, and being the nearest, first (finding 18).
+ */
+export function absenceDoubt(answers: readonly LeaderGetAnswer[]): string | undefined {
+  if (answers.length === 1 && answers[0]!.t === 'absent') return undefined;
+  if (answers.some((a) => a.t === 'found')) return 'a leader holds the message another answered absent: a leader deposed but not yet told';
+  if (answers.length === 0) return 'no server answered the read as the stream leader';
+  return `the read asked of every leader got ${answers.length} answers (${answers.map((a) => (a.t === 'error' ? a.why : a.t)).join(', ')})`;
 }
 
 /** Undefined when exactly one server answered as the stream's leader and it had a quorum. */

@@ -103,7 +103,8 @@ export class SessionLog {
       (sessionId) => sessions[this.layout.of(sessionId).index] as KV,
       async (sessionId, reread) => {
         if (ctx.config.replicas <= 1) return undefined;
-        const checked = await quorum.recheck(`KV_${this.layout.of(sessionId).sessionsBucket}`, reread);
+        const bucket = this.layout.of(sessionId).sessionsBucket;
+        const checked = await quorum.recheck(`KV_${bucket}`, reread, `$KV.${bucket}.${sessionId}`);
         if (checked.doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `session not found by a registry leader that may not be the only one: ${checked.doubt}`, { sessionId });
         return checked.value;
       },

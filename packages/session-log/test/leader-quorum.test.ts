@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterInfo, PeerInfo, StreamInfo } from '@nats-io/jetstream';
-import { leadersDoubt, quorumDoubt } from '@tether/session-log';
+import { absenceDoubt, leadersDoubt, quorumDoubt } from '@tether/session-log';
 
 const ms = 1_000_000;
 const peer = (name: string, activeMs: number): PeerInfo => ({ name, current: true, offline: false, active: activeMs * ms, lag: 0 }) as PeerInfo;
@@ -37,5 +37,20 @@ describe('leadersDoubt', () => {
     expect(leadersDoubt([old, elected])).toMatch(/2 servers answered as the stream leader \(a, b\)/);
     expect(leadersDoubt([])).toBe('no server answered as the stream leader');
     expect(leadersDoubt([answer(led('a', [peer('b', 9_000), peer('c', 9_000)]))])).toMatch(/heard from 0 of 2/);
+  });
+});
+
+describe('absenceDoubt (finding 18)', () => {
+  it('believes "no message" only when it is the one leader\'s one answer', () => {
+    expect(absenceDoubt([{ t: 'absent' }])).toBeUndefined();
+  });
+
+  it('doubts it when another leader holds the message, when two answered, when none did, or on an error', () => {
+    // The old leader of a healed cut answers first from its stale store; the new one holds the task.
+    expect(absenceDoubt([{ t: 'absent' }, { t: 'found' }])).toMatch(/a leader holds the message another answered absent/);
+    expect(absenceDoubt([{ t: 'found' }])).toMatch(/holds the message/);
+    expect(absenceDoubt([{ t: 'absent' }, { t: 'absent' }])).toMatch(/got 2 answers \(absent, absent\)/);
+    expect(absenceDoubt([])).toBe('no server answered the read as the stream leader');
+    expect(absenceDoubt([{ t: 'error', why: 'JetStream system temporarily unavailable' }])).toMatch(/temporarily unavailable/);
   });
 });

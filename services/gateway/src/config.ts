@@ -129,7 +129,7 @@ export const FLAGS = [
   { flag: 'no-task-tools', env: 'TETHER_NO_TASK_TOOLS', help: 'tools that never become tasks (any other call from a client declaring the Tasks extension does when slow), comma separated', fallback: '' },
   { flag: 'task-tool-list', env: 'TETHER_TASK_TOOL_LIST', help: 'read the upstream\'s 2025-era tool list (execution.taskSupport, idempotentHint) to refine which calls become tasks: on|off', fallback: 'on' },
   { flag: 'task-retry', env: 'TETHER_TASK_RETRY', help: 'a task whose gateway died: off (settled failed) or idempotent (re-run when the tool is annotated idempotentHint)', fallback: 'off' },
-  { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'serve tasks/stream {taskId, after}, the recorded notifications of a task (the draft SEP-2694; may change): on|off', fallback: 'off' },
+  { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'serve tasks/stream {taskId, after?}, the recorded notifications of a task as SEP-2694 events, seq from 0 (a draft; may change): on|off', fallback: 'off' },
   { flag: 'task-max-events', env: 'TETHER_TASK_MAX_EVENTS', help: 'notifications kept per task for tasks/stream (older ones: events_gone)', fallback: '10000' },
   { flag: 'task-tool-refresh', env: 'TETHER_TASK_TOOL_REFRESH', help: 'how often the upstream tool list (taskSupport, idempotentHint) is read again (ms, or 1m)', fallback: '1m' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { startModernUpstream } from '@tether/testing';
 import type { ModernUpstream } from '@tether/testing';
 import { startInProcessStack } from './fixtures.js';
+import { pipelined } from './pipelined-http.js';
 import type { InProcessStack } from './fixtures.js';
 
 let upstream: ModernUpstream;
@@ -30,7 +31,7 @@ function server(): McpServer {
 
 beforeAll(async () => {
   upstream = await startModernUpstream({ createServer: server, handler: { bus } });
-  stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url, args: ['--experimental-task-streams', 'on'] });
+  stack = await startInProcessStack({ gateways: 2, upstreamUrl: upstream.url, args: ['--experimental-task-streams', 'on', '--task-max-events', '6'] });
 });
 afterAll(async () => {
   await stack?.teardown();
@@ -52,6 +53,34 @@ async function rpc(url: string, id: number, method: string, params: Record<strin
   const text = await res.text();
   const data = text.startsWith('{') ? JSON.parse(text) : JSON.parse(text.split('\n').find((l) => l.startsWith('data: {'))!.slice(6));
   return { status: res.status, body: data };
+}
+
+async function taskStream(url: string, id: number, taskId: string, after?: number): Promise<any[]> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tasks/stream', 'mcp-name': taskId },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tasks/stream', params: { taskId, ...(after === undefined ? {} : { after }), _meta: META } }),
+  });
+  const text = await res.text();
+  return text.startsWith('{') ? [JSON.parse(text)] : sseMessages(text);
+}
+
+function sseMessages(text: string): any[] {
+  return text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+}
+
+function streamRequest(id: number, taskId: string, after?: number): string {
+  const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'tasks/stream', params: { taskId, ...(after === undefined ? {} : { after }), _meta: META } });
+  const head = ['POST /mcp HTTP/1.1', 'host: 127.0.0.1', 'content-type: application/json', 'accept: application/json, text/event-stream', 'mcp-protocol-version: 2026-07-28', 'mcp-method: tasks/stream', `mcp-name: ${taskId}`, `content-length: ${Buffer.byteLength(body)}`];
+  return `${head.join('\r\n')}\r\n\r\n${body}`;
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 describe('tasks smoke', () => {
@@ -90,25 +119,58 @@ describe('tasks smoke', () => {
     expect(messages.at(-1)).toMatchObject({ id: 11, result: { resultType: 'complete' } });
   });
 
-  it('tasks/stream on B replays the notifications recorded on A after a cursor, then ends with the task', async () => {
-    const created = await rpc(stack.urls[0]!, 20, 'tools/call', { name: 'chatty', arguments: { n: 6 } }, 'chatty');
+  it('tasks/stream on B replays the notifications recorded on A as SEP-2694 events, seq from 0, after a cursor, then ends with an empty result', async () => {
+    const created = await rpc(stack.urls[0]!, 20, 'tools/call', { name: 'chatty', arguments: { n: 4 } }, 'chatty');
     expect(created.body.result).toMatchObject({ resultType: 'task' });
     const taskId = created.body.result.taskId as string;
-    const stream = async (after: number) => {
-      const res = await fetch(stack.urls[1]!, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tasks/stream', 'mcp-name': taskId },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tasks/stream', params: { taskId, after, _meta: META } }),
-      });
-      return (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
-    };
-    const all = await stream(0);
+    const all = await taskStream(stack.urls[1]!, 21, taskId);
     const events = all.filter((m) => m.method === 'notifications/tasks/event');
-    expect(events.map((m) => m.params.seq)).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(events.map((m) => m.params.event.params.data)).toEqual(['step 1', 'step 2', 'step 3', 'step 4', 'step 5', 'step 6']);
-    expect(all.at(-1)).toMatchObject({ id: 21, result: { resultType: 'complete', taskId, lastSeq: 6, status: 'completed' } });
-    const rest = await stream(4);
-    expect(rest.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([5, 6]);
+    expect(events.map((m) => m.params.seq)).toEqual([0, 1, 2, 3]);
+    expect(events[0].params).toEqual({
+      seq: 0,
+      taskId,
+      type: 'tether.upstream.notification',
+      payload: { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'step 1' } },
+      _meta: { 'io.modelcontextprotocol/related-task': { taskId } },
+    });
+    expect(events.map((m) => m.params.payload.params.data)).toEqual(['step 1', 'step 2', 'step 3', 'step 4']);
+    expect(all.at(-1)).toEqual({ jsonrpc: '2.0', id: 21, result: { resultType: 'complete' } });
+    // `after` is exclusive: the events with a greater seq.
+    const rest = await taskStream(stack.urls[1]!, 22, taskId, 1);
+    expect(rest.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([2, 3]);
+    // Settled, nothing after the cursor: the empty result at once, no event.
+    expect(await taskStream(stack.urls[0]!, 23, taskId, 3)).toEqual([{ jsonrpc: '2.0', id: 23, result: { resultType: 'complete' } }]);
+    const past = await taskStream(stack.urls[0]!, 24, taskId, 4);
+    expect(past[0].error).toMatchObject({ code: -32602 });
+    const negative = await taskStream(stack.urls[0]!, 25, taskId, -1);
+    expect(negative[0].error).toMatchObject({ code: -32602 });
+  });
+
+  it('tasks/stream from a cursor older than the events kept (--task-max-events 6) gets events_gone with the taskId and earliestSeq; without a cursor, the earliest kept', async () => {
+    const created = await rpc(stack.urls[0]!, 40, 'tools/call', { name: 'chatty', arguments: { n: 8 } }, 'chatty');
+    const taskId = created.body.result.taskId as string;
+    // Let it finish: 8 events and the end marker, of which 6 are kept (seq 3 to 7, and the marker).
+    await waitFor(async () => (await rpc(stack.urls[0]!, 41, 'tasks/get', { taskId }, taskId)).body.result?.status === 'completed');
+    const gone = await taskStream(stack.urls[1]!, 42, taskId, 1);
+    expect(gone).toEqual([{ jsonrpc: '2.0', id: 42, error: { code: -32010, message: 'Task events are no longer available', data: { reason: 'events_gone', taskId, earliestSeq: 3 } } }]);
+    const fromEarliest = await taskStream(stack.urls[1]!, 43, taskId, 2);
+    expect(fromEarliest.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([3, 4, 5, 6, 7]);
+    const noCursor = await taskStream(stack.urls[1]!, 44, taskId);
+    expect(noCursor.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([3, 4, 5, 6, 7]);
+  });
+
+  it('a second tasks/stream for the same task on the same connection gets -32602 while the first is open; another connection may stream it', async () => {
+    const created = await rpc(stack.urls[0]!, 50, 'tools/call', { name: 'chatty', arguments: { n: 6 } }, 'chatty');
+    const taskId = created.body.result.taskId as string;
+    // Two requests pipelined on one socket: Node runs the second's handler while the first still streams.
+    const answers = await pipelined(stack.urls[1]!, [streamRequest(51, taskId), streamRequest(52, taskId)]);
+    const first = sseMessages(answers[0]!);
+    expect(first.filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(first.at(-1)).toEqual({ jsonrpc: '2.0', id: 51, result: { resultType: 'complete' } });
+    expect(JSON.parse(answers[1]!)).toMatchObject({ id: 52, error: { code: -32602 } });
+    // Once the first is over, the same connection may stream it again (the claim is released).
+    const again = await pipelined(stack.urls[1]!, [streamRequest(53, taskId, 4)]);
+    expect(sseMessages(again[0]!).filter((m) => m.method === 'notifications/tasks/event').map((m) => m.params.seq)).toEqual([5]);
   });
 
   it('a listen that also asks the upstream is split and merged: one ack, task notifications and the upstream\'s own, one subscription id', async () => {

@@ -35,7 +35,7 @@ export async function findTask(ctx: TasksContext, principalKey: string, taskId: 
     // if one leader with a quorum answers the check and the read, asked
     // again after it, still finds nothing (LeaderQuorumCheck.recheck). R1:
     // the one server is the store.
-    const checked = await ctx.quorum.recheck(ctx.config.tasksStream, async () => (await lastOnSubject(ctx, ctx.config.tasksStream, subject)) ?? undefined);
+    const checked = await ctx.quorum.recheck(ctx.config.tasksStream, async () => (await lastOnSubject(ctx, ctx.config.tasksStream, subject)) ?? undefined, subject);
     if (checked.doubt !== undefined) throw new TaskStoreError(TaskErrorCode.unavailable, `task ${taskId} not found by a leader that may not be the only one: ${checked.doubt}`, { taskId });
     msg = checked.value ?? null;
   }

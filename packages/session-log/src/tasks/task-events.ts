@@ -9,7 +9,12 @@ import { EXPIRED_GRACE_MS } from './task-table.js';
 import { isTaskId } from './task-ids.js';
 
 const NANOS_PER_MS = 1_000_000;
-/** The header carrying an event's position in its task's stream: 1, 2, 3… with no holes. */
+/**
+ * The header carrying an event's position in its task's stream: 1, 2, 3…
+ * with no holes. Stored positions start at 1 (events recorded before
+ * `tasks/stream` followed the draft read the same); the wire's `seq`
+ * (SEP-2694: from 0) is the position less one, mapped in the gateway.
+ */
 export const TASK_EVENT_SEQ = 'Tether-Task-Seq';
 /** `end` on the marker written after the task settled: a reader stops there. */
 export const TASK_EVENT_KIND = 'Tether-Task-Kind';
@@ -32,6 +37,21 @@ export interface TaskEvent {
   readonly data: Uint8Array;
   readonly end: boolean;
 }
+
+/** What `bounds` reads: stored positions `first..last` (0 and 0 when none); `ended` when the last is the end marker. */
+export interface TaskEventBounds {
+  readonly first: number;
+  readonly last: number;
+  readonly ended: boolean;
+}
+
+interface LastEvent {
+  readonly seq: number;
+  readonly streamSeq: number;
+  readonly end: boolean;
+}
+
+const NO_EVENT: LastEvent = { seq: 0, streamSeq: 0, end: false };
 
 /**
  * The progress and log notifications of each task's upstream call, in
@@ -83,18 +103,22 @@ export class TaskEvents {
     return new TaskEventWriter(this.#js, this.#subject(taskId), () => this.#last(taskId), this.#options.requestTimeoutMs);
   }
 
-  /** The first and last positions stored for the task (0 and 0 when none). */
-  async bounds(taskId: string): Promise<{ first: number; last: number }> {
+  /**
+   * The first and last positions stored for the task (0 and 0 when none),
+   * and whether the last is the end marker (the task settled and nothing
+   * will follow).
+   */
+  async bounds(taskId: string): Promise<TaskEventBounds> {
     const last = await this.#last(taskId);
-    if (last.seq === 0) return { first: 0, last: 0 };
+    if (last.seq === 0) return { first: 0, last: 0, ended: false };
     let first;
     try {
       first = await this.#jsm.streams.getMessage(this.#options.streamName, { seq: 1, next_by_subj: this.#subject(taskId) } as unknown as { seq: number });
     } catch (err) {
-      if (isNoMessage(err)) return { first: 0, last: 0 };
+      if (isNoMessage(err)) return { first: 0, last: 0, ended: false };
       throw unavailable(err);
     }
-    return { first: seqOf(first?.header.get(TASK_EVENT_SEQ)), last: last.seq };
+    return { first: seqOf(first?.header.get(TASK_EVENT_SEQ)), last: last.seq, ended: last.end };
   }
 
   /**
@@ -119,14 +143,14 @@ export class TaskEvents {
     }
   }
 
-  async #last(taskId: string): Promise<{ seq: number; streamSeq: number }> {
-    if (!isTaskId(taskId)) return { seq: 0, streamSeq: 0 };
+  async #last(taskId: string): Promise<LastEvent> {
+    if (!isTaskId(taskId)) return NO_EVENT;
     try {
       const msg = await this.#jsm.streams.getMessage(this.#options.streamName, { last_by_subj: this.#subject(taskId) });
-      if (msg === null) return { seq: 0, streamSeq: 0 };
-      return { seq: seqOf(msg.header.get(TASK_EVENT_SEQ)), streamSeq: msg.seq };
+      if (msg === null) return NO_EVENT;
+      return { seq: seqOf(msg.header.get(TASK_EVENT_SEQ)), streamSeq: msg.seq, end: msg.header.get(TASK_EVENT_KIND) === 'end' };
     } catch (err) {
-      if (isNoMessage(err)) return { seq: 0, streamSeq: 0 };
+      if (isNoMessage(err)) return NO_EVENT;
       throw unavailable(err);
     }
   }

@@ -116,7 +116,7 @@ export class TaskTable {
    */
   async #absentOrFound(taskId: string): Promise<StoredMsg | undefined> {
     if (this.#options.replicas <= 1) return undefined;
-    const checked = await this.#quorum.recheck(this.#options.streamName, () => this.#newest(taskId));
+    const checked = await this.#quorum.recheck(this.#options.streamName, () => this.#newest(taskId), this.#subject(taskId));
     if (checked.doubt !== undefined) throw new SessionLogError(SessionLogErrorCode.logUnavailable, `task ${taskId} not found by a leader that may not be the only one: ${checked.doubt}`, {});
     return checked.value;
   }

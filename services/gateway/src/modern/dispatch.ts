@@ -79,7 +79,11 @@ async function serve(ctx: GatewayContext, tasks: EdgeTasks, route: Route, caller
     if ((await routeOwnedRequest(ctx, tasks, route, caller, req, res, body, message)) !== NOT_ROUTED) return;
     return handleTaskMethod(ctx, tasks, route, caller, req, res, message);
   }
-  if (method === TASK_STREAM_METHOD) return handleTaskStream(ctx, tasks, tasks.events!, route, caller, req, res, message);
+  if (method === TASK_STREAM_METHOD) {
+    // An upstream-owned task's events are its replica's to stream (SEP-2694 routes like the other task methods).
+    if ((await routeOwnedRequest(ctx, tasks, route, caller, req, res, body, message)) !== NOT_ROUTED) return;
+    return handleTaskStream(ctx, tasks, tasks.events!, route, caller, req, res, message);
+  }
   if (method === 'tools/call') return handleToolCall(ctx, tasks, route, caller, req, res, body, message);
   if (method === 'server/discover') return handleDiscover(ctx, route, caller, req, res, body, (result) => tasks.owners.learn(route.path, result));
   if ((await routeOwnedListen(ctx, tasks, route, caller, req, res, message)) !== NOT_ROUTED) return;
