@@ -1,5 +1,4 @@
 import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, parseConfig } from '@tether/gateway';
@@ -69,12 +68,13 @@ async function rpc(url: string, method: string, params: Record<string, unknown>,
 
 describe('upstream-owned tasks over --log grpc://', () => {
   it('a task created through A is routed by B to its replica; when that replica is gone it is failed on both', async () => {
-    const created = await rpc(urls[0]!, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: 0.4, label: 'g' } }, OwnedTaskTools.SlowCompute);
+    // 3 s: long enough that three polls through B find it working on a loaded machine (0.4 s did not).
+    const created = await rpc(urls[0]!, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: 3, label: 'g' } }, OwnedTaskTools.SlowCompute);
     expect(created.result, JSON.stringify(created)).toMatchObject({ resultType: 'task', status: 'working' });
     const taskId = created.result.taskId as string;
     const owner = replicas.find((r) => r.taskIds().includes(taskId))!;
     for (let i = 0; i < 3; i += 1) expect((await rpc(urls[1]!, 'tasks/get', { taskId }, taskId)).result).toMatchObject({ taskId, status: 'working' });
-    await sleep(600);
+    await expect.poll(async () => (await rpc(urls[1]!, 'tasks/get', { taskId }, taskId)).result?.status, { timeout: 20_000, interval: 250 }).toBe('completed');
     expect((await rpc(urls[1]!, 'tasks/get', { taskId }, taskId)).result).toMatchObject({ status: 'completed', result: { content: [{ text: expect.stringContaining(`served by ${owner.name}`) }] } });
 
     const slow = await rpc(urls[1]!, 'tools/call', { name: OwnedTaskTools.SlowCompute, arguments: { seconds: 30 } }, OwnedTaskTools.SlowCompute);
