@@ -24,6 +24,9 @@ export const TaskIndexHeader = {
   expires: 'Tether-Task-Expires',
 } as const;
 
+/** The longest `open` waits for the records stored at the start; past it the index fills in behind. */
+const LOAD_WAIT_MS = 10_000;
+
 /** Where the session-log service keeps the caller that created a task. */
 const CALLER_KEY = 'tether.caller';
 
@@ -77,9 +80,17 @@ export class WorkingTaskIndex {
     const consumer = await js.consumers.get(streamName, { filter_subjects: taskWildcard, deliver_policy: DeliverPolicy.LastPerSubject, headers_only: true });
     const messages = await consumer.consume();
     const index = new WorkingTaskIndex(messages, taskWildcard.slice(0, -1));
+    let loaded: () => void = () => undefined;
+    const ready = new Promise<void>((resolve) => (loaded = resolve));
     void (async () => {
-      for await (const msg of messages) index.#apply(msg.subject, msg.headers);
+      for await (const msg of messages) {
+        index.#apply(msg.subject, msg.headers);
+        if (msg.info.pending === 0) loaded();
+      }
     })().catch(() => undefined);
+    // Resolved once the records stored at the start are in (a first list is then complete): nothing pending, or the last of them seen.
+    if ((await consumer.info(true)).num_pending === 0 && index.#seen === 0) loaded();
+    await Promise.race([ready, new Promise((resolve) => setTimeout(resolve, LOAD_WAIT_MS).unref())]);
     return index;
   }
 
