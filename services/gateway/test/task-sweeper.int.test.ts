@@ -114,6 +114,31 @@ describe('the task sweeper', () => {
     await killedRunnerIsSwept('nats', ['--nats', nats.url, '--namespace', namespace], await log.openTasks(3_600_000));
   }, 60_000);
 
+  it('leaves a task a reader could rerun (--task-retry idempotent) to that reader: a rerun needs the caller\'s credentials', async () => {
+    const namespace = `swp${process.pid}r`;
+    const log = await SessionLog.create({ servers: nats.url, namespace });
+    logs.push(log);
+    const table = await log.openTasks(3_600_000);
+    const logArgs = ['--nats', nats.url, '--namespace', namespace, '--task-retry', 'idempotent'];
+    const runner = await startGateway('retry-runner', logArgs, 0);
+    const sweeper = await startGateway('retry-s1', logArgs, SWEEP_INTERVAL_MS);
+    const created = await rpc(runner.url, 'tools/call', { name: TaskTools.IdempotentJob, arguments: { ms: 1_000 } }, TaskTools.IdempotentJob);
+    const taskId = created.result.taskId as string;
+    const before = (await table.read(taskId))!;
+    await runner.proc.kill();
+    await sleep(4 * SWEEP_INTERVAL_MS);
+    // Unpolled and unsettled: the sweeper probed the dead runner and left the task.
+    expect((await table.read(taskId))!.seq).toBe(before.seq);
+    expect(settledLines(sweeper.proc)).toBe(0);
+    // The first reader reruns it with its credentials, and it completes.
+    let got = await rpc(sweeper.url, 'tasks/get', { taskId }, taskId);
+    for (const deadline = Date.now() + 10_000; got.result.status === 'working' && Date.now() < deadline; ) {
+      await sleep(100);
+      got = await rpc(sweeper.url, 'tasks/get', { taskId }, taskId);
+    }
+    expect(got.result.status).toBe('completed');
+  }, 60_000);
+
   it('settles it the same with gateways on --log grpc:// (ListWorkingTasks)', async () => {
     const namespace = `swp${process.pid}g`;
     service = await startServiceProcess({
