@@ -154,6 +154,7 @@ export function typedRequest(slots: number): fc.Arbitrary<{ rpc: RpcName; reques
     openTasks: fc.record({ maxTtlMs: maybe(u64) }, { requiredKeys: [] }),
     createTask: fc.record({ record: taskRecordBytes }),
     getTask: fc.record({ taskId: taskIdField }),
+    listWorkingTasks: fc.constant({}),
     compareAndSetTask: fc.record({ taskId: taskIdField, expectedSeq: u64, record: taskRecordBytes }),
     watchTask: fc.record({ taskId: taskIdField }),
     requestCancel: fc.record({ writer: fc.oneof(fc.constant('aaaaaaaaaaaaaaaa'), anyText(80)), taskId: taskIdField, timeoutMs: maybe(fc.oneof(fc.constant(20), u32)) }, { requiredKeys: ['writer', 'taskId'] }),

@@ -15,6 +15,9 @@ function ttlLeft(t: TaskSummary, nowMs: number): string {
   return t.expiresAtMs > nowMs ? age(t.expiresAtMs - nowMs) : 'expired';
 }
 
+/** The gateway that ran the call, or for a route record the replica holding the task (its digest's first 8 characters). */
+const runnerOrReplica = (t: TaskSummary): string => (t.replica !== null ? `replica:${t.replica.slice(0, 8)}` : t.runnerInstance === null ? '-' : printable(t.runnerInstance));
+
 const runnerState = (t: TaskSummary): string => (t.runner === 'none' ? '-' : t.runner);
 
 export function formatTasks(list: TaskList, nowMs: number): string {
@@ -28,7 +31,7 @@ export function formatTasks(list: TaskList, nowMs: number): string {
       printable(t.tool) || '-',
       printable(t.route) || '-',
       t.principal || '-',
-      t.runnerInstance === null ? '-' : printable(t.runnerInstance),
+      runnerOrReplica(t),
       runnerState(t),
       String(t.attempts),
       String(t.reruns),
@@ -52,6 +55,8 @@ function outcome(t: TaskSummary): string {
       return `failed: error code ${t.errorCode ?? '-'}${t.statusMessage === null ? '' : `: ${printable(t.statusMessage)}`}`;
     case 'cancelled':
       return 'cancelled';
+    case 'routed':
+      return 'held by an upstream replica (its status is the upstream\'s)';
   }
 }
 
@@ -61,7 +66,9 @@ export function formatTask(t: TaskSummary, nowMs: number): string {
     ['tool', printable(t.tool) || '-'],
     ['route', printable(t.route) || '-'],
     ['principal', t.principal || '-'],
-    ['runner', `${t.runnerInstance === null ? '-' : printable(t.runnerInstance)} (${t.runner === 'none' ? 'no call running' : t.runner})`],
+    t.replica !== null
+      ? ['replica', `${printable(t.replica)} (an upstream replica runs it; no gateway call)`]
+      : ['runner', `${t.runnerInstance === null ? '-' : printable(t.runnerInstance)} (${t.runner === 'none' ? 'no call running' : t.runner})`],
     ['attempts', `${t.attempts} (reruns ${t.reruns}, input rounds ${t.rounds}; ${t.idempotent ? 'idempotent' : 'not idempotent'})`],
     ['created', `${time(t.createdAtMs)} (${age(nowMs - t.createdAtMs)} ago)`],
     ['updated', `${time(t.updatedAtMs)} (${age(nowMs - t.updatedAtMs)} ago)`],

@@ -12,7 +12,7 @@ import { createOperatorClient } from '@tether/cursor-proto/operator';
 import type { OperatorServiceClient } from '@tether/cursor-proto/operator';
 import { InspectError, InspectErrorCode } from './errors.js';
 import type { Operator } from './operator.js';
-import { checkFromWire, summaryFromWire, timelineFromWire } from './operator-wire.js';
+import { checkFromWire, summaryFromWire, taskFromWire, taskListFromWire, timelineFromWire } from './operator-wire.js';
 import { principalMatches } from './tag.js';
 
 export interface GrpcOperatorOptions {
@@ -77,9 +77,22 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
       const res = await call(client.drainInstance, { instance, timeoutMs: drainTimeoutMs }, timeoutMs + drainTimeoutMs);
       return { ok: res.ok, instance: res.instance, ...(res.detail === '' ? {} : { detail: res.detail }) };
     },
-    // The operator API's proto (tether.operator.v1) has no task RPCs: said plainly rather than answered empty.
-    listTasks: () => Promise.reject(tasksUnsupported(target)),
-    readTask: () => Promise.reject(tasksUnsupported(target)),
+    listTasks: async (filter) => {
+      const res = await call(client.listTasks, { status: filter.status, principal: filter.principal, limit: filter.limit ?? 0 }).catch((err: unknown) => {
+        throw tasksUnsupported(target, err);
+      });
+      const list = taskListFromWire(res);
+      // As for sessions: a service that skipped a filter it did not know never lists another principal's tasks as these.
+      const { principal, status } = filter;
+      return { ...list, tasks: list.tasks.filter((t) => (principal === undefined || principalMatches(t.principal, principal)) && (status === undefined || t.status === status)) };
+    },
+    readTask: async (taskId) => {
+      const res = await call(client.showTask, { taskId }).catch((err: unknown) => {
+        throw tasksUnsupported(target, err);
+      });
+      if (res.task === undefined) throw new InspectError(InspectErrorCode.unavailable, 'ShowTask answered without a task');
+      return taskFromWire(res.task);
+    },
     // Nor partition calls: where the leaders are is a NATS operator's question.
     listPartitions: () => Promise.reject(partitionsUnsupported(target)),
     rebalancePartitions: () => Promise.reject(partitionsUnsupported(target)),
@@ -88,8 +101,11 @@ export function openGrpcOperator(options: GrpcOperatorOptions): Operator {
   };
 }
 
-function tasksUnsupported(target: string): InspectError {
-  return new InspectError(InspectErrorCode.unsupported, `the operator API at ${target} does not serve tasks (no task RPCs in tether.operator.v1): read them with --nats and the deployment's NATS credentials`);
+/** A service older than the task RPCs answers UNIMPLEMENTED: said plainly (read over NATS instead); other failures pass unchanged. */
+function tasksUnsupported(target: string, err: unknown): unknown {
+  const unimplemented = err instanceof InspectError && (err.cause as ServiceError | undefined)?.code === status.UNIMPLEMENTED;
+  if (!unimplemented) return err;
+  return new InspectError(InspectErrorCode.unsupported, `the operator API at ${target} does not serve tasks (a tether-session-log older than ListTasks): upgrade it, or read them with --nats and the deployment's NATS credentials`, { cause: err });
 }
 
 function partitionsUnsupported(target: string): InspectError {

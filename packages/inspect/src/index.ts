@@ -30,4 +30,4 @@ export { natsOperator, openNatsOperator } from './operator.js';
 export type { Operator } from './operator.js';
 export { openGrpcOperator, parseGrpcUrl } from './grpc-operator.js';
 export type { GrpcOperatorOptions } from './grpc-operator.js';
-export { checkFromWire, checkToWire, summaryFromWire, summaryToWire, timelineFromWire, timelineToWire } from './operator-wire.js';
+export { checkFromWire, checkToWire, summaryFromWire, summaryToWire, taskFromWire, taskListFromWire, taskListToWire, taskToWire, timelineFromWire, timelineToWire } from './operator-wire.js';

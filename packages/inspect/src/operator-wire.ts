@@ -7,6 +7,8 @@
  */
 import type * as wire from '@tether/cursor-proto/operator';
 import type { ChainCheck, Connection, EventMark, SessionSummary, SessionTimeline, StreamLane } from './model.js';
+import type { RunnerState, TaskList, TaskStatusName, TaskSummary } from './task-model.js';
+import { TASK_STATUSES } from './task-statuses.js';
 
 /**
  * A session row either way: the same fields (the wire's optionals are the
@@ -94,4 +96,77 @@ function connectionFromWire(c: wire.Connection): Connection {
     ...(c.writer === undefined ? {} : { writer: c.writer }),
     ...(c.from === undefined ? {} : { from: c.from }),
   };
+}
+
+/**
+ * A task row either way, field by field from the `TaskSummary` the NATS
+ * path builds (`summarizeTask`): the wire carries exactly what the NATS
+ * operator shows, nothing of a record's payloads. The principal is
+ * `principal_tag` on the wire, as for sessions.
+ */
+export function taskToWire(t: TaskSummary): wire.TaskSummary {
+  return {
+    tag: t.tag,
+    status: t.status,
+    tool: t.tool,
+    route: t.route,
+    principalTag: t.principal,
+    runnerInstance: t.runnerInstance ?? undefined,
+    runner: t.runner,
+    attempts: t.attempts,
+    reruns: t.reruns,
+    rounds: t.rounds,
+    idempotent: t.idempotent,
+    createdAtMs: t.createdAtMs,
+    updatedAtMs: t.updatedAtMs,
+    ttlMs: t.ttlMs,
+    expiresAtMs: t.expiresAtMs,
+    pendingInputs: t.pendingInputs,
+    inputResponses: t.inputResponses,
+    statusMessage: t.statusMessage ?? undefined,
+    errorCode: t.errorCode ?? undefined,
+    isError: t.isError ?? undefined,
+    bytes: { ...t.bytes },
+    replica: t.replica ?? undefined,
+  };
+}
+
+const RUNNER_STATES: ReadonlySet<string> = new Set<RunnerState>(['alive', 'gone', 'silent', 'none', 'unknown']);
+
+/** A service that says a status or runner state this client does not know gets it as a TypeError, never a row that lies. */
+export function taskFromWire(t: wire.TaskSummary): TaskSummary {
+  if (!(TASK_STATUSES as readonly string[]).includes(t.status)) throw new TypeError(`ListTasks answered an unknown task status ${JSON.stringify(t.status.slice(0, 40))}`);
+  if (!RUNNER_STATES.has(t.runner)) throw new TypeError(`ListTasks answered an unknown runner state ${JSON.stringify(t.runner.slice(0, 40))}`);
+  return {
+    tag: t.tag,
+    status: t.status as TaskStatusName,
+    tool: t.tool,
+    route: t.route,
+    principal: t.principalTag,
+    runnerInstance: t.runnerInstance ?? null,
+    runner: t.runner as RunnerState,
+    attempts: t.attempts,
+    reruns: t.reruns,
+    rounds: t.rounds,
+    idempotent: t.idempotent,
+    createdAtMs: t.createdAtMs,
+    updatedAtMs: t.updatedAtMs,
+    ttlMs: t.ttlMs,
+    expiresAtMs: t.expiresAtMs,
+    pendingInputs: t.pendingInputs,
+    inputResponses: t.inputResponses,
+    statusMessage: t.statusMessage ?? null,
+    errorCode: t.errorCode ?? null,
+    isError: t.isError ?? null,
+    bytes: { record: t.bytes?.record ?? 0, params: t.bytes?.params ?? 0, result: t.bytes?.result ?? 0, error: t.bytes?.error ?? 0 },
+    replica: t.replica ?? null,
+  };
+}
+
+export function taskListToWire(list: TaskList): wire.ListTasksResponse {
+  return { stream: list.stream, streamExists: list.streamExists, tasks: list.tasks.map(taskToWire) };
+}
+
+export function taskListFromWire(res: wire.ListTasksResponse): TaskList {
+  return { stream: res.stream, streamExists: res.streamExists, tasks: res.tasks.map(taskFromWire) };
 }

@@ -8,11 +8,15 @@
  */
 
 /**
- * The statuses of the Tasks extension (SEP-2663). Types only in this file:
+ * The statuses of the Tasks extension (SEP-2663), and `routed`: the route
+ * record of a task an upstream replica runs itself (docs/design.md,
+ * "Upstream-owned tasks"), while the gateway still routes it there (its
+ * status is the upstream's to know; a replica found gone makes it `failed`).
+ * Types only in this file:
  * the page's build (src/web) compiles it too, so a value here would be emitted
  * only there and missing from dist/ (the list is in task-statuses.ts).
  */
-export type TaskStatusName = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export type TaskStatusName = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled' | 'routed';
 
 /**
  * Whether the instance running the task still lives, by its writer
@@ -70,6 +74,8 @@ export interface TaskSummary {
   /** `completed` only: whether the tool result has `isError: true`; null otherwise. */
   readonly isError: boolean | null;
   readonly bytes: TaskSizes;
+  /** A route record's replica, as the record names it (a digest of its URL, never the URL); null for the gateway's own tasks. */
+  readonly replica: string | null;
 }
 
 /** The task list and where it came from. */

@@ -54,6 +54,21 @@ const count = (value: unknown): number => (Number.isSafeInteger(value) && (value
 const text = (value: unknown): string => (typeof value === 'string' ? value : '');
 const keys = (value: unknown): number => (typeof value === 'object' && value !== null ? Object.keys(value).length : 0);
 
+/**
+ * The status an operator sees: a route record of an upstream-owned task
+ * (`upstream` set) that is still followed is `routed`, not a `working`
+ * task without a runner; one settled (a replica found gone) keeps its status.
+ */
+export function viewStatus(record: TaskRecord): TaskStatusName {
+  return record.upstream !== undefined && record.status === 'working' ? 'routed' : record.status;
+}
+
+/** A route record's replica digest (never a URL: the record holds none), or null. */
+function replicaOf(record: TaskRecord): string | null {
+  const replica = record.upstream?.replica;
+  return typeof replica === 'string' && replica !== '' ? replica : null;
+}
+
 /** The operator's view of one stored record (`recordBytes`: the stored message's size; `runner`: its probed presence). */
 export function summarizeTask(taskId: string, record: TaskRecord, recordBytes: number, runner: RunnerState): TaskSummary {
   const failed = record.status === 'failed';
@@ -61,7 +76,7 @@ export function summarizeTask(taskId: string, record: TaskRecord, recordBytes: n
   const errorCode = failed ? record.error?.['code'] : undefined;
   return {
     tag: taskTag(taskId),
-    status: record.status,
+    status: viewStatus(record),
     tool: text(record.tool),
     route: text(record.route),
     principal: principalTag(text(record.principal)),
@@ -81,6 +96,7 @@ export function summarizeTask(taskId: string, record: TaskRecord, recordBytes: n
     errorCode: typeof errorCode === 'number' && Number.isInteger(errorCode) ? errorCode : null,
     isError: record.status === 'completed' ? record.result?.['isError'] === true : null,
     bytes: { record: recordBytes, params: jsonBytes(record.params), result: jsonBytes(record.result), error: jsonBytes(record.error) },
+    replica: replicaOf(record),
   };
 }
 
@@ -92,7 +108,7 @@ export function summarizeTask(taskId: string, record: TaskRecord, recordBytes: n
 export function selectTasks<T extends { readonly record: TaskRecord }>(rows: readonly T[], filter: TaskFilter): T[] {
   const { principal } = filter;
   return rows
-    .filter(({ record }) => filter.status === undefined || record.status === filter.status)
+    .filter(({ record }) => filter.status === undefined || viewStatus(record) === filter.status)
     .filter(({ record }) => principal === undefined || principalMatches(principalTag(text(record.principal)), principal))
     .sort((a, b) => count(b.record.createdAtMs) - count(a.record.createdAtMs))
     .slice(0, filter.limit ?? DEFAULT_LIMIT);

@@ -69,7 +69,7 @@ export function fixtureTimelines(t0 = Date.now() - 90_000): SessionTimeline[] {
 
 /** Three tasks as the read model shows them (already without payloads): alice's running one with a live runner, her failed one, bob's waiting for input with its runner gone. */
 export function fixtureTasks(t0 = Date.now() - 60_000): TaskSummary[] {
-  const base = { route: '/mcp', attempts: 1, reruns: 0, rounds: 0, idempotent: false, ttlMs: 3_600_000, pendingInputs: 0, inputResponses: 0, statusMessage: null, errorCode: null, isError: null, bytes: { record: 900, params: 120, result: 0, error: 0 } };
+  const base = { route: '/mcp', attempts: 1, reruns: 0, rounds: 0, idempotent: false, ttlMs: 3_600_000, pendingInputs: 0, inputResponses: 0, statusMessage: null, errorCode: null, isError: null, bytes: { record: 900, params: 120, result: 0, error: 0 }, replica: null };
   const at = (ms: number) => ({ createdAtMs: ms, updatedAtMs: ms + 1_000, expiresAtMs: ms + 3_600_000 });
   return [
     { ...base, ...at(t0 + 30_000), tag: 'Tk1abc…', status: 'working', tool: 'slow_report', principal: principalTag(RAW_PRINCIPALS[0]), runnerInstance: 'gateway-1', runner: 'alive' },

@@ -7,6 +7,9 @@ import { namespaceNames, newTaskId, newWriterId, principalDigest, principalTag, 
 import type { TaskRecord, TaskTable } from '@tether/session-log';
 import { natsOperator, openInspectAccess, taskTag } from '@tether/inspect';
 import type { InspectAccess, TaskList, TaskSummary } from '@tether/inspect';
+import { startSessionLogService } from '@tether/session-log-service';
+import type { SessionLogService } from '@tether/session-log-service';
+import { pino } from 'pino';
 import { startNatsServer } from '@tether/testing';
 import type { NatsServer } from '@tether/testing';
 import { runAdmin } from '../src/admin-cli.js';
@@ -15,12 +18,17 @@ import type { InspectServer } from '../src/inspect-server.js';
 
 /**
  * tether-admin tasks/task and the inspector's /api/tasks over task records
- * stored with the gateway's own TaskTable on a real nats-server. Every
- * payload field of every record holds SECRET; no output may contain it, nor
- * a full task id or a principal digest.
+ * stored with the gateway's own TaskTable on a real nats-server, read over
+ * NATS and through a session-log service's operator API (`--log grpc://`),
+ * which must print the same. Every payload field of every record holds
+ * SECRET; no output may contain it, nor a full task id or a principal digest.
  */
 const SECRET = 'SECRET-PAYLOAD-7f3a9c';
 const TOKEN = 'tasks-inspect-token-0123456789';
+const OPERATOR_TOKEN = 'tasks-operator-token-0123456789';
+const CURSOR_TOKEN = 'tasks-cursor-token-0123456789';
+/** A route record's replica digest (22 characters, as `replicaDigest` makes them: never a URL). */
+const REPLICA = 'RePLiCa0digest0of0url0';
 const namespace = `tsk${process.pid}`;
 /** A second namespace with a log but no tasks stream: tasks never used there. */
 const unused = `tsk${process.pid}u`;
@@ -36,6 +44,8 @@ let access: InspectAccess;
 let server: InspectServer;
 let nc: NatsConnection;
 let held: { close(): Promise<void> };
+let service: SessionLogService;
+let grpcUrl: string;
 const ids: Record<string, string> = {};
 const now = Date.now();
 const writers = { alive: newWriterId(), gone: newWriterId(), silent: newWriterId() };
@@ -104,14 +114,39 @@ beforeAll(async () => {
       statusMessage: 'the upstream answered HTTP 502',
     }),
   );
+  // Route records of tasks an upstream runs itself (owned-record.ts): no runner, no call; the upstream's own id is a bearer handle too.
+  const { runnerInstance: _none, ...routed } = record('routed', { createdAtMs: now - 60_000, params: {}, callHeaders: {}, usedKeys: [], upstream: { taskId: `${SECRET}-upstream-id`, replica: REPLICA } });
+  await table.create(routed);
+  await table.create(
+    record('route-lost', {
+      createdAtMs: now - 55_000,
+      status: 'failed',
+      params: {},
+      callHeaders: {},
+      usedKeys: [],
+      upstream: { taskId: `${SECRET}-upstream-id-2`, replica: REPLICA },
+      error: { code: -32603, message: 'the upstream replica holding this task no longer accepts connections; the task is lost with it', data: { reason: 'replica_gone' } },
+      statusMessage: 'the upstream replica holding this task no longer accepts connections; the task is lost with it',
+    }),
+  );
   // Not a task record (hand-written): read as absent, as the gateway does.
   await log.connection.request(`${prefix}.edge.task.${newTaskId()}`, `{"v":2,"secret":"${SECRET}"}`).catch(() => undefined);
   access = await openInspectAccess({ servers: nats.url, namespace });
   server = await startInspectServer({ source: natsOperator(access), tokens: [TOKEN] });
+  service = await startSessionLogService({
+    port: 0,
+    nats: nats.url,
+    log: { namespace },
+    tokens: [`fleet:${CURSOR_TOKEN}`],
+    operatorTokens: [`ops:${OPERATOR_TOKEN}`],
+    logger: pino({ level: 'silent' }),
+  });
+  grpcUrl = `grpc://127.0.0.1:${service.port}`;
 }, 60_000);
 
 afterAll(async () => {
   await server?.close();
+  await service?.close(0);
   await access?.close();
   await held?.close();
   await nc?.close();
@@ -148,13 +183,13 @@ describe('tether-admin tasks', () => {
   it('--help names tasks, task <id> and --status', async () => {
     const run = await admin(['--help']);
     expect(run.status).toBe(0);
-    for (const word of ['  tasks ', '  task <id> ', '--status S', 'working, input_required, completed, failed, cancelled', 'no task calls']) expect(run.stdout).toContain(word);
+    for (const word of ['  tasks ', '  task <id> ', '--status S', 'working, input_required, completed, failed, cancelled, routed', 'also over --log grpc://']) expect(run.stdout).toContain(word);
   });
 
   it('lists every task newest first with its facts, and whether its runner lives', async () => {
     const list = await json<TaskList>(['tasks']);
     expect(list).toMatchObject({ stream: namespaceNames(namespace).tasksStream, streamExists: true });
-    expect(list.tasks.map((t) => t.tag)).toEqual(['failed', 'tool-error', 'asking', 'slow', 'lost', 'running'].map(tagOf));
+    expect(list.tasks.map((t) => t.tag)).toEqual(['failed', 'tool-error', 'asking', 'slow', 'lost', 'running', 'route-lost', 'routed'].map(tagOf));
     const by = new Map(list.tasks.map((t) => [t.tag, t]));
     expect(by.get(tagOf('running'))).toMatchObject({ status: 'working', tool: 'slow_report', route: '/mcp', principal: principalTag(alice), runnerInstance: 'gw-a', runner: 'alive', attempts: 1, reruns: 0, rounds: 0, statusMessage: null });
     expect(by.get(tagOf('lost'))).toMatchObject({ status: 'working', principal: principalTag(bob), runnerInstance: 'gw-b', runner: 'gone', attempts: 2, reruns: 1, idempotent: true });
@@ -175,7 +210,7 @@ describe('tether-admin tasks', () => {
     expect(run.status).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^TASK\s+STATUS\s+TOOL\s+ROUTE\s+PRINCIPAL\s+RUNNER\s+ALIVE\s+ATTEMPTS\s+RERUNS\s+ROUNDS\s+AGE\s+TTL$/);
-    expect(lines).toHaveLength(7);
+    expect(lines).toHaveLength(9);
     const row = (name: string): string[] => lines.find((l) => l.startsWith(tagOf(name)))!.split(/\s+/);
     expect(row('running')).toEqual([tagOf('running'), 'working', 'slow_report', '/mcp', principalTag(alice), 'gw-a', 'alive', '1', '0', '0', expect.stringMatching(/^5\ds$/), '59m']);
     expect(row('lost')).toEqual([tagOf('lost'), 'working', 'slow_report', '/mcp', principalTag(bob), 'gw-b', 'gone', '2', '1', '0', expect.stringMatching(/^4\ds$/), '59m']);
@@ -259,11 +294,53 @@ describe('tether-admin tasks', () => {
     expect(JSON.parse(one.stdout)).toMatchObject({ error: { code: 'task_not_found' } });
   });
 
-  it('says plainly that the operator API (--log grpc://) serves no tasks', async () => {
-    let stderr = '';
-    const status = await runAdmin(['tasks', '--log', 'grpc://127.0.0.1:9', '--log-token', 'operator-token-0123456789'], { stdout: () => undefined, stderr: (t) => void (stderr += t), env: {} });
-    expect(status).toBe(1);
-    expect(stderr).toMatch(/does not serve tasks \(no task RPCs in tether\.operator\.v1\): read them with --nats/);
+  it('shows the route record of an upstream-owned task as routed, with its replica digest and no runner', async () => {
+    const list = await json<TaskList>(['tasks']);
+    const by = new Map(list.tasks.map((t) => [t.tag, t]));
+    expect(by.get(tagOf('routed'))).toMatchObject({ status: 'routed', replica: REPLICA, runner: 'none', runnerInstance: null, statusMessage: null, errorCode: null });
+    expect(by.get(tagOf('route-lost'))).toMatchObject({ status: 'failed', replica: REPLICA, runner: 'none', errorCode: -32603 });
+    expect(by.get(tagOf('running'))).toMatchObject({ replica: null });
+    expect((await json<TaskList>(['tasks', '--status', 'routed'])).tasks.map((t) => t.tag)).toEqual([tagOf('routed')]);
+    const table = await admin(['tasks', '--status', 'routed']);
+    keep(table.stdout);
+    expect(table.stdout.trimEnd().split('\n')[1]!.split(/\s+/).slice(0, 7)).toEqual([tagOf('routed'), 'routed', 'slow_report', '/mcp', principalTag(alice), `replica:${REPLICA.slice(0, 8)}`, '-']);
+    const one = await admin(['task', ids['routed']!]);
+    keep(one.stdout);
+    expect(one.stdout).toMatch(/^ {2}status {4}routed$/m);
+    expect(one.stdout).toMatch(new RegExp(`^ {2}replica {3}${REPLICA} \\(an upstream replica runs it; no gateway call\\)$`, 'm'));
+    expect(one.stdout).not.toMatch(/^ {2}runner /m);
+    expect(one.stdout).toMatch(/^ {2}outcome {3}held by an upstream replica/m);
+  });
+
+  it('prints the same over the operator API (--log grpc://) as over NATS', async () => {
+    /** tether-admin on the service's operator API. */
+    const overGrpc = async (args: readonly string[], token = OPERATOR_TOKEN) => {
+      let stdout = '';
+      let stderr = '';
+      const status = await runAdmin([...args, '--log', grpcUrl, '--log-token', token], { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: {} });
+      keep(stdout + stderr);
+      return { status, stdout, stderr };
+    };
+    // Ages are read at each call: masked in text, absent from the JSON (its times are absolute).
+    const masked = (text: string): string => text.replace(/\b\d+(ms|s|m|h|d)\b/g, '#');
+    for (const args of [['tasks'], ['tasks', '--status', 'routed'], ['tasks', '--principal', principalTag(bob)], ['tasks', '--limit', '3'], ['task', ids['asking']!], ['task', ids['routed']!], ['task', ids['lost']!]]) {
+      const viaNats = await admin([...args, '--json']);
+      const viaGrpc = await overGrpc([...args, '--json']);
+      keep(viaNats.stdout);
+      expect({ args: args.map((a) => a.slice(0, 8)), status: viaGrpc.status, stderr: viaGrpc.stderr }).toEqual({ args: args.map((a) => a.slice(0, 8)), status: 0, stderr: '' });
+      expect(JSON.parse(viaGrpc.stdout)).toEqual(JSON.parse(viaNats.stdout));
+      const text = await overGrpc(args);
+      expect(masked(text.stdout)).toEqual(masked(keep((await admin(args)).stdout)));
+    }
+    // The same refusals: an unknown task (exit 1, never the id), and a cursor token, which is no operator's.
+    const unknownId = newTaskId();
+    const unknown = await overGrpc(['task', unknownId, '--json']);
+    expect(unknown.status).toBe(1);
+    expect(JSON.parse(unknown.stdout)).toMatchObject({ error: { code: 'task_not_found' } });
+    expect(unknown.stdout + unknown.stderr).not.toContain(unknownId);
+    const cursorToken = await overGrpc(['tasks'], CURSOR_TOKEN);
+    expect(cursorToken.status).not.toBe(0);
+    expect(cursorToken.stderr).toMatch(/missing or invalid operator credentials/);
   });
 
   it('runs from the committed bin', async () => {
@@ -273,7 +350,7 @@ describe('tether-admin tasks', () => {
     });
     keep(run.stdout);
     expect(run.code).toBe(0);
-    expect((JSON.parse(run.stdout) as TaskList).tasks).toHaveLength(6);
+    expect((JSON.parse(run.stdout) as TaskList).tasks).toHaveLength(8);
   });
 });
 
@@ -289,7 +366,7 @@ describe('the inspector: /api/tasks', () => {
     // Ages and presence are read at each call; everything else is the same.
     expect(list.tasks.map((t) => [t.tag, t.status, t.runner, t.runnerInstance, t.attempts, t.reruns, t.rounds, t.errorCode, t.isError])).toEqual(fromAdmin.tasks.map((t) => [t.tag, t.status, t.runner, t.runnerInstance, t.attempts, t.reruns, t.rounds, t.errorCode, t.isError]));
     const failed = JSON.parse(keep(await (await get('/api/tasks?status=failed')).text())) as TaskList;
-    expect(failed.tasks.map((t) => t.tag)).toEqual([tagOf('failed')]);
+    expect(failed.tasks.map((t) => t.tag)).toEqual(['failed', 'route-lost'].map(tagOf));
     const bobs = JSON.parse(keep(await (await get(`/api/tasks?principal=${principalTag(bob)}`)).text())) as TaskList;
     expect(bobs.tasks.map((t) => t.tag)).toEqual(['failed', 'lost'].map(tagOf));
     expect((await get(`/api/tasks/${ids['running']!}`)).status).toBe(404);

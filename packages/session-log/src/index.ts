@@ -56,6 +56,8 @@ export { TaskTable, EXPIRED_GRACE_MS } from './tasks/task-table.js';
 export type { CancelAnswer, StoredTask, TaskTableOptions } from './tasks/task-table.js';
 export { decodeTask, encodeTask, expiresAt, isTaskStatus, isTerminal } from './tasks/task-record.js';
 export type { JsonObject, TaskRecord, TaskStatus, UpstreamTaskRoute } from './tasks/task-record.js';
+export { TaskIndexHeader, taskIndexHeaders, WorkingTaskIndex } from './tasks/working-index.js';
+export type { WorkingTask } from './tasks/working-index.js';
 export { isTaskId, newTaskId } from './tasks/task-ids.js';
 export { TaskEvents, TaskEventWriter, TASK_EVENT_KIND, TASK_EVENT_SEQ } from './tasks/task-events.js';
 export type { TaskEvent, TaskEventBounds, TaskEventsOptions } from './tasks/task-events.js';

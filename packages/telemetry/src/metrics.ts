@@ -23,7 +23,7 @@ export interface TetherMetrics {
   readonly upstreamErrors: Counter;
   /** Requests refused by `--auth jwt|introspect`, by `reason` (expired, audience, signature, scope, issuer_unavailable, …). */
   readonly authRefusals: Counter;
-  /** Tasks at the edge (2026-07-28), by `event`: created, completed, failed, cancelled, input_required, expired, runner_lost, rerun. */
+  /** Tasks at the edge (2026-07-28), by `event`: created, completed, failed, cancelled, input_required, expired, runner_lost, runner_lost_swept (settled by the sweeper), rerun. */
   readonly tasks: Counter;
   /** Upstream calls of tasks running on this instance. */
   readonly tasksRunning: UpDownCounter;
@@ -57,7 +57,7 @@ export function createTetherMetrics(scope = 'tether'): TetherMetrics {
     sessionsRefused: meter.createCounter('tether.sessions.refused', { description: 'Sessions refused at creation, by reason' }),
     upstreamErrors: meter.createCounter('tether.upstream.errors', { description: 'Failed upstream calls' }),
     authRefusals: meter.createCounter('tether.auth.refusals', { description: 'Requests refused by token validation, by reason' }),
-    tasks: meter.createCounter('tether.tasks', { description: 'Task events at the edge: created, completed, failed, cancelled, input_required, expired, runner_lost, rerun' }),
+    tasks: meter.createCounter('tether.tasks', { description: 'Task events at the edge: created, completed, failed, cancelled, input_required, expired, runner_lost, runner_lost_swept (settled by the sweeper), rerun' }),
     tasksRunning: meter.createUpDownCounter('tether.tasks.running', { description: 'Upstream calls of tasks running on this instance' }),
   };
 }

@@ -83,6 +83,8 @@ export interface TasksConfig {
   readonly retry: 'off' | 'idempotent';
   /** How old the upstream's tool list may get before it is asked again. */
   readonly toolRefreshMs: number;
+  /** `--task-sweep-interval`: how often the sweeper looks for working tasks whose runner died (0: never; readers still settle them). */
+  readonly sweepIntervalMs: number;
   /** `--experimental-task-streams`: serve `tasks/stream` (the draft SEP-2694) from each task's recorded notifications. */
   readonly streams: boolean;
   /** Events kept per task for `tasks/stream`; a cursor behind them gets `events_gone`. */
@@ -132,6 +134,7 @@ export const FLAGS = [
   { flag: 'experimental-task-streams', env: 'TETHER_EXPERIMENTAL_TASK_STREAMS', help: 'serve tasks/stream {taskId, after?}, the recorded notifications of a task as SEP-2694 events, seq from 0 (a draft; may change): on|off', fallback: 'off' },
   { flag: 'task-max-events', env: 'TETHER_TASK_MAX_EVENTS', help: 'notifications kept per task for tasks/stream (older ones: events_gone)', fallback: '10000' },
   { flag: 'task-tool-refresh', env: 'TETHER_TASK_TOOL_REFRESH', help: 'how often the upstream tool list (taskSupport, idempotentHint) is read again (ms, or 1m)', fallback: '1m' },
+  { flag: 'task-sweep-interval', env: 'TETHER_TASK_SWEEP_INTERVAL', help: 'how often working tasks whose gateway died are looked for and settled failed, polled or not (ms, or 2s; 0 = only when read)', fallback: '2000' },
   { flag: 'config', env: 'TETHER_CONFIG', help: 'JSON file of settings, keyed by flag name (e.g. {"port": 8080, "upstream": ["http://a/mcp"]})', fallback: '' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -224,7 +227,7 @@ export function parseConfig(
   };
 }
 
-type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'no-task-tools' | 'task-tool-list' | 'task-retry' | 'task-tool-refresh' | 'experimental-task-streams' | 'task-max-events';
+type TaskFlag = 'tasks' | 'task-after' | 'task-ttl' | 'task-poll-interval' | 'task-tools' | 'no-task-tools' | 'task-tool-list' | 'task-retry' | 'task-tool-refresh' | 'task-sweep-interval' | 'experimental-task-streams' | 'task-max-events';
 
 function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
   const retry = raw('task-retry');
@@ -243,9 +246,15 @@ function parseTasks(raw: (flag: TaskFlag) => string): TasksConfig {
     toolList: onOff('task-tool-list', raw('task-tool-list')),
     retry,
     toolRefreshMs: duration('task-tool-refresh', raw('task-tool-refresh'), 1_000),
+    sweepIntervalMs: sweepInterval(raw('task-sweep-interval')),
     streams: onOff('experimental-task-streams', raw('experimental-task-streams')),
     maxEventsPerTask: int('task-max-events', raw('task-max-events'), 1, 1_000_000),
   };
+}
+
+/** 0 turns the sweeper off; otherwise at least 100 ms (each tick lists and probes). */
+function sweepInterval(text: string): number {
+  return text === '0' ? 0 : duration('task-sweep-interval', text, 100);
 }
 
 /**

@@ -25,6 +25,7 @@ import { newWriterId } from '@tether/session-log';
 import { LocalRegistry } from './streams/local-registry.js';
 import { WriterWatch } from './streams/writer-watch.js';
 import { EdgeTasks } from './tasks/edge-tasks.js';
+import { TaskSweeper } from './tasks/sweeper.js';
 import { closeUpstreamPool, labelUpstreams, UpstreamPicker } from './upstream.js';
 
 export interface Gateway {
@@ -188,11 +189,13 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
     await Promise.race([Promise.allSettled(local.writers.map((w) => w.done)), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
   };
 
+  let sweeper: TaskSweeper | undefined;
   const gateway: Gateway = {
     server,
     drained,
     listen: async () => {
       ctx.tasks = await openTasks(config, log, writerId, logger, metrics);
+      sweeper = await startSweeper(config, ctx.tasks, logger);
       return new Promise((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => {
@@ -211,6 +214,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
         ctx.audit.record(d.sessionId, { kind: AuditKind.drain, stream: d.stream });
         d.abort.abort('drain');
       }
+      await sweeper?.stop();
       // Task calls and POST pumps finish within the same drain timeout, side by side.
       await Promise.all([stopWriters(config.drainTimeoutMs), ctx.tasks?.drain(config.drainTimeoutMs)]);
       // Pumps are stopped and their streams released: from now on probes of
@@ -227,6 +231,7 @@ export function createGateway(config: GatewayConfig, log: LogPort, logger: Logge
       draining = true;
       stopAdmin();
       for (const d of local.deliveries) d.abort.abort('closed');
+      await sweeper?.stop();
       await Promise.all([stopWriters(0), ctx.tasks?.drain(0)]);
       await presence.close();
       writers.close();
@@ -265,6 +270,22 @@ async function openTasks(config: GatewayConfig, log: LogPort, writerId: string, 
     metrics,
     tracer: trace.getTracer('tether-gateway'),
   });
+}
+
+/**
+ * The sweeper of tasks whose runner died (`--task-sweep-interval`, 0: none).
+ * One that cannot start (its index cannot be opened) leaves the gateway
+ * serving: readers still settle such tasks.
+ */
+async function startSweeper(config: GatewayConfig, tasks: EdgeTasks | undefined, logger: Logger): Promise<TaskSweeper | undefined> {
+  if (tasks === undefined || config.tasks.sweepIntervalMs === 0) return undefined;
+  const sweepLogger = logger.child({ component: 'task-sweeper' });
+  try {
+    return await TaskSweeper.start({ tasks, table: tasks.table, intervalMs: config.tasks.sweepIntervalMs, logger: sweepLogger });
+  } catch (err) {
+    sweepLogger.warn({ err: String(err) }, 'task sweeper not started: tasks whose gateway died are settled only when read');
+    return undefined;
+  }
 }
 
 /**

@@ -142,6 +142,7 @@ export function createHandlers(log: SessionLog, auth: Authenticator, logger: Log
     openTasks: unary(auth, logger, 'OpenTasks', (req) => tasks.open(req)),
     createTask: unary(auth, logger, 'CreateTask', (req, ctx) => tasks.create(ctx.caller, req)),
     getTask: unary(auth, logger, 'GetTask', (req, ctx) => tasks.get(ctx.caller, req)),
+    listWorkingTasks: unary(auth, logger, 'ListWorkingTasks', (_req, ctx) => tasks.listWorking(ctx.caller)),
     compareAndSetTask: unary(auth, logger, 'CompareAndSetTask', (req, ctx) => tasks.compareAndSet(ctx.caller, req)),
     watchTask: watchTaskHandler(deps, tasks),
     serveCancels: serveCancelsHandler(deps),

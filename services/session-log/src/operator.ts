@@ -12,7 +12,23 @@ import { Metadata, status } from '@grpc/grpc-js';
 import type { handleUnaryCall, sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import { encodeStatusDetails, ErrorDetail } from '@tether/cursor-proto';
 import type { OperatorServiceServer } from '@tether/cursor-proto/operator';
-import { checkToWire, InspectError, InspectErrorCode, isInspectError, isPrincipalFilter, natsOperator, openInspectAccess, PRINCIPAL_FILTER_ALLOWED, scrub, summaryToWire, timelineToWire } from '@tether/inspect';
+import {
+  checkToWire,
+  InspectError,
+  InspectErrorCode,
+  isInspectError,
+  isPrincipalFilter,
+  isTaskStatusName,
+  natsOperator,
+  openInspectAccess,
+  PRINCIPAL_FILTER_ALLOWED,
+  scrub,
+  summaryToWire,
+  TASK_STATUSES,
+  taskListToWire,
+  taskToWire,
+  timelineToWire,
+} from '@tether/inspect';
 import type { Operator } from '@tether/inspect';
 import type { SessionLog } from '@tether/session-log';
 import type { Logger } from 'pino';
@@ -23,6 +39,7 @@ const STATUS_OF: Readonly<Record<string, status>> = {
   invalid_argument: status.INVALID_ARGUMENT,
   session_not_found: status.NOT_FOUND,
   instance_not_found: status.NOT_FOUND,
+  task_not_found: status.NOT_FOUND,
   log_not_found: status.FAILED_PRECONDITION,
   unavailable: status.UNAVAILABLE,
   unauthenticated: status.UNAUTHENTICATED,
@@ -78,6 +95,21 @@ export function createOperatorHandlers(operator: Operator, logger: Logger): Oper
       const answer = await operator.drainInstance(req.instance, req.timeoutMs === 0 ? undefined : req.timeoutMs);
       return { ok: answer.ok, instance: answer.instance, detail: answer.detail ?? '' };
     }),
+    // The read model's task views (task-view.ts of @tether/inspect): the rows tether-admin shows over NATS, payloads never read out.
+    listTasks: unary(logger, 'ListTasks', async (req) => {
+      const limit = req.limit === 0 ? undefined : req.limit;
+      if (limit !== undefined && limit > MAX_LIMIT) throw invalid(`limit ${limit} is over ${MAX_LIMIT}`);
+      if (req.status !== undefined && !isTaskStatusName(req.status)) throw invalid(`invalid status filter; allowed: ${TASK_STATUSES.join(', ')}`);
+      if (req.principal !== undefined && !isPrincipalFilter(req.principal)) throw invalid(`invalid principal filter; allowed: ${PRINCIPAL_FILTER_ALLOWED}`);
+      const list = await operator.listTasks({
+        ...(req.status === undefined ? {} : { status: req.status }),
+        ...(req.principal === undefined ? {} : { principal: req.principal }),
+        ...(limit === undefined ? {} : { limit }),
+      });
+      return taskListToWire(list);
+    }),
+    // The id is a bearer handle: never logged or echoed (readTask's messages name none).
+    showTask: unary(logger, 'ShowTask', async (req) => ({ task: taskToWire(await operator.readTask(req.taskId)) })),
   };
 }
 

@@ -19,6 +19,7 @@ import type {
   CreateTaskResponse,
   GetTaskRequest,
   GetTaskResponse,
+  ListWorkingTasksResponse,
   OpenTasksRequest,
   OpenTasksResponse,
   StoredTask as ProtoStoredTask,
@@ -26,7 +27,7 @@ import type {
   WatchTaskResponse,
 } from '@tether/cursor-proto';
 import { isTaskId, isTaskStatus } from '@tether/session-log';
-import type { SessionLog, StoredTask, TaskRecord, TaskTable } from '@tether/session-log';
+import type { SessionLog, StoredTask, TaskRecord, TaskTable, WorkingTaskIndex } from '@tether/session-log';
 import { countOf } from './convert.js';
 import { CursorServiceError, invalid, ServiceErrorCode, TaskErrorCode } from './errors.js';
 import { CALLER_META_KEY, RESERVED_META_PREFIX } from './scope.js';
@@ -115,6 +116,7 @@ export class ServiceTasks {
   readonly #log: SessionLog;
   readonly limits: TaskLimits;
   #table: Promise<TaskTable> | undefined;
+  #index: Promise<WorkingTaskIndex> | undefined;
 
   constructor(log: SessionLog, limits: TaskLimits) {
     this.#log = log;
@@ -158,6 +160,23 @@ export class ServiceTasks {
     const mine = stored !== undefined && ownedBy(stored.record, caller) && (stored.seq !== created.seq || JSON.stringify(stored.record) === JSON.stringify(record));
     if (!mine) throw invalid('a task with this id exists');
     return { seq: created.seq };
+  }
+
+  /**
+   * The caller's working tasks with a runner, from one index of task writes
+   * for the whole service (opened on the first call, headers only): a
+   * sweeping gateway's list costs no record reads.
+   */
+  async listWorking(caller: string): Promise<ListWorkingTasksResponse> {
+    if (this.#index === undefined) {
+      const opening = this.table().then((table) => table.openWorking());
+      this.#index = opening;
+      opening.catch(() => {
+        if (this.#index === opening) this.#index = undefined;
+      });
+    }
+    const index = await this.#index;
+    return { tasks: index.list(caller).map((t) => ({ taskId: t.taskId, runner: t.runner })) };
   }
 
   async get(caller: string, req: GetTaskRequest): Promise<GetTaskResponse> {

@@ -236,6 +236,27 @@ describe('isolation between callers', () => {
     expect(parsed((await calls(alice).get(taskId)).task?.record)['status']).toBe('completed');
   });
 
+  it("ListWorkingTasks lists the caller's working tasks with their runner, from any instance, and drops them once settled; never another caller's, nor route records", async () => {
+    const working = (client: CursorServiceClient) => callUnary(client.listWorkingTasks.bind(client), {}).then((r) => r.tasks);
+    const runner = newWriterId();
+    const record = task({ runner });
+    const taskId = record['taskId'] as string;
+    const { seq } = await calls(alice).create(json(record));
+    // A route record of an upstream-owned task: the upstream runs it, nothing to sweep.
+    const route = task({ runner, upstream: { taskId: 'upstream-1', replica: 'r'.repeat(22) } });
+    await calls(alice).create(json(route));
+    const listed = async (client: CursorServiceClient): Promise<string[]> => (await working(client)).filter((t) => t.taskId === taskId || t.taskId === route['taskId']).map((t) => `${t.taskId}:${t.runner}`);
+    // The index follows writes as they are stored: the service's consumer may see this one a moment later.
+    const deadline = Date.now() + 5_000;
+    while ((await listed(aliceOther)).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await listed(aliceOther)).toEqual([`${taskId}:${runner}`]);
+    expect(await listed(alice)).toEqual([`${taskId}:${runner}`]);
+    expect(await listed(bob)).toEqual([]);
+    await calls(alice).cas(taskId, seq, json({ ...record, status: 'completed', runner: null }));
+    while ((await listed(alice)).length > 0 && Date.now() < deadline + 5_000) await new Promise((r) => setTimeout(r, 50));
+    expect(await listed(alice)).toEqual([]);
+  });
+
   it("a caller's cancel requests reach only its own writers", async () => {
     const writer = newWriterId();
     const served = await serve(alice, writer, () => true);

@@ -8,7 +8,7 @@ import type { TaskList, TaskStatusName, TaskSummary } from '../task-model.js';
 import { age, api, app, duration, h, principalFilter } from './dom.js';
 
 /** TASK_STATUSES of task-model.ts, which the page cannot import at run time (it loads only its own scripts). */
-const STATUSES: readonly TaskStatusName[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
+const STATUSES: readonly TaskStatusName[] = ['working', 'input_required', 'completed', 'failed', 'cancelled', 'routed'];
 
 interface TaskFilters {
   readonly status: string;
@@ -37,6 +37,8 @@ function outcome(t: TaskSummary): string {
       return `error ${t.errorCode ?? '—'}${t.statusMessage === null ? '' : `: ${t.statusMessage}`}`;
     case 'cancelled':
       return 'cancelled';
+    case 'routed':
+      return 'held by an upstream replica';
   }
 }
 
@@ -54,7 +56,7 @@ function row(t: TaskSummary): HTMLElement {
     h('td', { class: 'mono' }, t.tool || '—'),
     h('td', { class: 'mono' }, t.route || '—'),
     h('td', { class: 'mono principal' }, t.principal === '' ? '—' : h('a', { href: tasksHash({ status: '', principal: t.principal }), title: 'this principal\'s tasks' }, t.principal)),
-    h('td', { class: 'mono' }, t.runnerInstance ?? '—'),
+    h('td', { class: 'mono' }, t.replica !== null ? `replica ${t.replica.slice(0, 8)}…` : (t.runnerInstance ?? '—')),
     h('td', { class: 'runner' }, t.runner === 'none' ? h('span', { class: 'muted', title: 'no upstream call running' }, '—') : h('span', { class: `chip ${t.runner === 'alive' ? 'good' : t.runner === 'gone' ? 'bad' : 'neutral'}` }, t.runner)),
     h('td', { class: 'num' }, String(t.attempts)),
     h('td', { class: 'num' }, String(t.reruns)),

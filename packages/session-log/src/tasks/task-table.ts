@@ -9,6 +9,7 @@ import type { Subjects } from '../wire.js';
 import { isTaskId } from './task-ids.js';
 import { decodeTask, encodeTask, expiresAt } from './task-record.js';
 import type { TaskRecord } from './task-record.js';
+import { taskIndexHeaders, WorkingTaskIndex } from './working-index.js';
 
 const NANOS_PER_MS = 1_000_000;
 /** How long an expired task still answers "Task has expired" before it is gone. */
@@ -199,6 +200,11 @@ export class TaskTable {
     }
   }
 
+  /** Follows which tasks are `working` and who runs them (`WorkingTaskIndex`); the caller closes it. */
+  openWorking(): Promise<WorkingTaskIndex> {
+    return WorkingTaskIndex.open(this.#js, this.#options.streamName, this.#subjects.taskWildcard);
+  }
+
   #cancelSubject(writerId: string): string {
     return this.#subjects.taskCancel(writerId);
   }
@@ -211,6 +217,8 @@ export class TaskTable {
     const ttl = `${Math.max(1, Math.ceil((expiresAt(record) + EXPIRED_GRACE_MS - now) / 1000))}s`;
     try {
       const ack = await this.#js.publish(this.#subject(record.taskId), data, {
+        // Status, runner and owner in headers: what `WorkingTaskIndex` follows without reading records.
+        headers: taskIndexHeaders(record),
         expect: { lastSubjectSequence: expectSeq },
         ...(msgID === undefined ? {} : { msgID }),
         ttl,

@@ -90,6 +90,11 @@ export async function openTasksOver(client: CursorServiceClient, target: string,
       return () => abort.abort();
     },
     serveCancels: (writerId, handler) => serveCancelsOver(client, writerId, handler),
+    // The service keeps one index of task writes; each list is one call answering this caller's working tasks.
+    openWorking: async () => ({
+      list: async () => (await callUnary(client.listWorkingTasks.bind(client), {}, { deadlineMs }).catch((err: unknown) => { throw toLogError(err); })).tasks,
+      close: async () => undefined,
+    }),
     async requestCancel(writerId, taskId, timeoutMs) {
       const request = { writer: writerId, taskId, timeoutMs: Math.min(5_000, Math.max(10, Math.round(timeoutMs))) };
       try {

@@ -123,4 +123,23 @@ export interface LogPort {
 }
 
 /** What the gateway uses of the task table (`TaskTable` of @tether/session-log). */
-export type TaskPort = Pick<TaskTable, 'create' | 'read' | 'update' | 'watch' | 'serveCancels' | 'requestCancel'>;
+export type TaskPort = Pick<TaskTable, 'create' | 'read' | 'update' | 'watch' | 'serveCancels' | 'requestCancel'> & {
+  /**
+   * The tasks `working` with a runner, for the sweeper (`tasks/sweeper.ts`):
+   * in-process the library's `WorkingTaskIndex` (one headers-only consumer),
+   * over gRPC the service's index through ListWorkingTasks (this caller's).
+   */
+  openWorking(): Promise<WorkingTasks>;
+};
+
+/** A task and the writer its record names as runner. */
+export interface WorkingTaskRef {
+  readonly taskId: string;
+  readonly runner: string;
+}
+
+/** What the sweeper lists each tick; entries may be a moment stale (read the record before deciding). */
+export interface WorkingTasks {
+  list(): readonly WorkingTaskRef[] | Promise<readonly WorkingTaskRef[]>;
+  close(): Promise<void>;
+}

@@ -251,19 +251,56 @@ export class EdgeTasks {
    * run again by this instance with the reader's credentials.
    */
   async checkRunner(stored: StoredTask, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string): Promise<StoredTask> {
+    return (await this.#settleIfLost(stored, callerHeaders, upstreamUrl, false)).stored;
+  }
+
+  /**
+   * The sweeper's path (`sweeper.ts`): the reader's settle, for a task whose
+   * runner is another instance, without a caller. A task a reader could
+   * rerun is left to that reader (`left`): a rerun needs the caller's
+   * credentials, which no instance keeps for a task nobody asks about.
+   * `settled`: this call stored `failed` (another instance settling it
+   * first leaves it `unchanged`).
+   */
+  async sweep(stored: StoredTask): Promise<'settled' | 'left' | 'unchanged'> {
     const { record } = stored;
-    if (record.status !== 'working' || record.runner === null) return stored;
+    if (record.upstream !== undefined || record.status !== 'working' || record.runner === null || record.runner === this.#writerId) return 'unchanged';
+    if (Date.now() >= record.createdAtMs + record.ttlMs) return 'unchanged';
+    if ((await this.#liveness(record.runner)) !== 'gone') return 'unchanged';
+    if (this.#readerMayRerun(record)) return 'left';
+    return (await this.#settleIfLost(stored, {}, '', true)).wrote ? 'settled' : 'unchanged';
+  }
+
+  /** Whether a reader finding this runner gone might rerun the call (the tool list not yet known to say no counts as might). */
+  #readerMayRerun(record: TaskRecord): boolean {
+    if (this.config.retry !== 'idempotent') return false;
+    return record.idempotent || this.#catalogs.get(record.route)?.known(record.tool)?.idempotent !== false;
+  }
+
+  /**
+   * A `working` task whose runner is gone: settled `failed` (or taken over
+   * for a rerun, never when `sweeping`). Every instance may decide at once;
+   * the compare-and-set on the runner lets one write, and `wrote` says
+   * whether it was this one (so each loss is counted and logged once).
+   */
+  async #settleIfLost(stored: StoredTask, callerHeaders: Readonly<Record<string, string>>, upstreamUrl: string, sweeping: boolean): Promise<{ stored: StoredTask; wrote: boolean }> {
+    const { record } = stored;
+    const unchanged = { stored, wrote: false };
+    if (record.status !== 'working' || record.runner === null) return unchanged;
     if (record.runner === this.#writerId) {
-      if (this.#running.has(record.taskId)) return stored;
+      if (this.#running.has(record.taskId)) return unchanged;
     } else if ((await this.#liveness(record.runner)) !== 'gone') {
-      return stored;
+      return unchanged;
     }
     const dead = record.runner;
     // The record names this process, which runs no such call: its outcome was never stored (the store stayed out until expiry, or this process stopped).
     const ownLoss = dead === this.#writerId;
-    const rerun = await this.#mayRunAgain(record, callerHeaders);
+    const rerun = !sweeping && (await this.#mayRunAgain(record, callerHeaders));
+    let wrote = false;
     const next = await this.#table.update(record.taskId, (current) => {
+      wrote = false;
       if (current.status !== 'working' || current.runner !== dead) return undefined;
+      wrote = true;
       const now = Date.now();
       if (rerun) return { ...current, runner: this.#writerId, runnerInstance: this.instanceId, attempts: current.attempts + 1, reruns: current.reruns + 1, updatedAtMs: now };
       if (ownLoss) {
@@ -283,17 +320,22 @@ export class EdgeTasks {
         'the gateway instance running this task stopped before the upstream answered',
       );
     });
-    if (next === undefined) return stored;
-    if (rerun && next.record.runner === this.#writerId && next.record.reruns === record.reruns + 1) {
+    if (next === undefined) return unchanged;
+    if (wrote && rerun) {
       this.#logger.info({ task: tag(record.taskId), attempt: next.record.attempts }, 'task runner lost: running the idempotent call again');
       this.count('rerun');
       this.run(next.record, this.#callAgain(next.record, callerHeaders, upstreamUrl, {}), 'rerun', (extra) => this.#callAgain(next.record, callerHeaders, upstreamUrl, extra));
-    } else if (next.record.status === 'failed' && next.record.runner === null && record.status === 'working') {
-      this.count('runner_lost');
+    } else if (wrote) {
+      this.count(sweeping ? 'runner_lost_swept' : 'runner_lost');
       if (this.events !== undefined) void this.events.writer(record.taskId).append(endMarker('failed'), true);
-      this.#logger.info({ task: tag(record.taskId) }, 'task runner lost: settled failed');
+      this.#logger.info({ task: tag(record.taskId), swept: sweeping }, 'task runner lost: settled failed');
     }
-    return next;
+    return { stored: next, wrote };
+  }
+
+  /** Liveness of another instance's writer, as the settle decides it (cached 200 ms). */
+  runnerState(writerId: string): Promise<WriterState> {
+    return this.#liveness(writerId);
   }
 
   /**

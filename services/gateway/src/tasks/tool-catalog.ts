@@ -78,6 +78,11 @@ export class ToolCatalog {
     return this.#answer(tool);
   }
 
+  /** What is known of the tool now, from memory only: never starts a listing (a caller without credentials asks). */
+  known(tool: string): ToolTaskInfo | undefined {
+    return this.#answer(tool);
+  }
+
   /**
    * The tool's task info. `headers` are the caller's forwarded identity
    * headers (Authorization etc.), used if a (re)fetch is needed; concurrent

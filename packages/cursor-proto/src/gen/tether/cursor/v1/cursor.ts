@@ -1024,6 +1024,21 @@ export interface GetTaskRequest {
   taskId: string;
 }
 
+/** ListWorkingTasks input: nothing (the caller's own tasks). */
+export interface ListWorkingTasksRequest {
+}
+
+/** One working task and the writer its record names as its runner. */
+export interface WorkingTask {
+  taskId: string;
+  runner: string;
+}
+
+/** ListWorkingTasks output. */
+export interface ListWorkingTasksResponse {
+  tasks: WorkingTask[];
+}
+
 /** GetTask output. */
 export interface GetTaskResponse {
   /** The newest record and its seq. */
@@ -5944,6 +5959,171 @@ export const GetTaskRequest: MessageFns<GetTaskRequest> = {
   },
 };
 
+function createBaseListWorkingTasksRequest(): ListWorkingTasksRequest {
+  return {};
+}
+
+export const ListWorkingTasksRequest: MessageFns<ListWorkingTasksRequest> = {
+  encode(_: ListWorkingTasksRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWorkingTasksRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWorkingTasksRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListWorkingTasksRequest>, I>>(base?: I): ListWorkingTasksRequest {
+    return ListWorkingTasksRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWorkingTasksRequest>, I>>(_: I): ListWorkingTasksRequest {
+    const message = createBaseListWorkingTasksRequest();
+    return message;
+  },
+};
+
+function createBaseWorkingTask(): WorkingTask {
+  return { taskId: "", runner: "" };
+}
+
+export const WorkingTask: MessageFns<WorkingTask> = {
+  encode(message: WorkingTask, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    if (message.runner !== "") {
+      writer.uint32(18).string(message.runner);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkingTask {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkingTask();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.runner = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WorkingTask>, I>>(base?: I): WorkingTask {
+    return WorkingTask.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkingTask>, I>>(object: I): WorkingTask {
+    const message = createBaseWorkingTask();
+    message.taskId = object.taskId ?? "";
+    message.runner = object.runner ?? "";
+    return message;
+  },
+};
+
+function createBaseListWorkingTasksResponse(): ListWorkingTasksResponse {
+  return { tasks: [] };
+}
+
+export const ListWorkingTasksResponse: MessageFns<ListWorkingTasksResponse> = {
+  encode(message: ListWorkingTasksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tasks) {
+      WorkingTask.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWorkingTasksResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWorkingTasksResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tasks.push(WorkingTask.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListWorkingTasksResponse>, I>>(base?: I): ListWorkingTasksResponse {
+    return ListWorkingTasksResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWorkingTasksResponse>, I>>(object: I): ListWorkingTasksResponse {
+    const message = createBaseListWorkingTasksResponse();
+    message.tasks = object.tasks?.map((e) => WorkingTask.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseGetTaskResponse(): GetTaskResponse {
   return { task: undefined };
 }
@@ -7017,6 +7197,25 @@ export const CursorServiceService = {
       Buffer.from(RequestCancelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RequestCancelResponse => RequestCancelResponse.decode(value),
   },
+  /**
+   * The caller's tasks whose last stored record is `working` with a runner
+   * named (upstream-owned route records left out), from the service's index
+   * of task writes (headers only; no record is read): what a gateway's
+   * sweeper probes to settle tasks whose runner died and nobody polls. The
+   * index may still list a task that expired or was settled a moment ago:
+   * read it (GetTask) before deciding anything.
+   */
+  listWorkingTasks: {
+    path: "/tether.cursor.v1.CursorService/ListWorkingTasks" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListWorkingTasksRequest): Buffer =>
+      Buffer.from(ListWorkingTasksRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListWorkingTasksRequest => ListWorkingTasksRequest.decode(value),
+    responseSerialize: (value: ListWorkingTasksResponse): Buffer =>
+      Buffer.from(ListWorkingTasksResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListWorkingTasksResponse => ListWorkingTasksResponse.decode(value),
+  },
 } as const;
 
 export interface CursorServiceServer extends UntypedServiceImplementation {
@@ -7256,6 +7455,15 @@ export interface CursorServiceServer extends UntypedServiceImplementation {
    * runner.
    */
   requestCancel: handleUnaryCall<RequestCancelRequest, RequestCancelResponse>;
+  /**
+   * The caller's tasks whose last stored record is `working` with a runner
+   * named (upstream-owned route records left out), from the service's index
+   * of task writes (headers only; no record is read): what a gateway's
+   * sweeper probes to settle tasks whose runner died and nobody polls. The
+   * index may still list a task that expired or was settled a moment ago:
+   * read it (GetTask) before deciding anything.
+   */
+  listWorkingTasks: handleUnaryCall<ListWorkingTasksRequest, ListWorkingTasksResponse>;
 }
 
 export interface CursorServiceClient extends Client {
@@ -7834,6 +8042,29 @@ export interface CursorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RequestCancelResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The caller's tasks whose last stored record is `working` with a runner
+   * named (upstream-owned route records left out), from the service's index
+   * of task writes (headers only; no record is read): what a gateway's
+   * sweeper probes to settle tasks whose runner died and nobody polls. The
+   * index may still list a task that expired or was settled a moment ago:
+   * read it (GetTask) before deciding anything.
+   */
+  listWorkingTasks(
+    request: ListWorkingTasksRequest,
+    callback: (error: ServiceError | null, response: ListWorkingTasksResponse) => void,
+  ): ClientUnaryCall;
+  listWorkingTasks(
+    request: ListWorkingTasksRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListWorkingTasksResponse) => void,
+  ): ClientUnaryCall;
+  listWorkingTasks(
+    request: ListWorkingTasksRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListWorkingTasksResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -54,6 +54,7 @@ export const protobufFileName = "tether/operator/v1/operator.proto";
  *   invalid_argument      INVALID_ARGUMENT   a malformed tag, instance or filter
  *   session_not_found     NOT_FOUND          no session of the deployment has the tag
  *   instance_not_found    NOT_FOUND          no gateway of that --instance-id answered
+ *   task_not_found        NOT_FOUND          no stored task has that id
  *   log_not_found         FAILED_PRECONDITION the service's stream or bucket is gone
  *   unavailable           UNAVAILABLE        NATS or JetStream did not answer
  *   unauthenticated       UNAUTHENTICATED    no, or not an operator, token
@@ -280,6 +281,94 @@ export interface DrainInstanceResponse {
   ok: boolean;
   instance: string;
   detail: string;
+}
+
+/** Sizes in bytes of the JSON of a task's parts an operator may not read. */
+export interface TaskSizes {
+  record: number;
+  params: number;
+  result: number;
+  error: number;
+}
+
+/** One task as an operator sees it. */
+export interface TaskSummary {
+  /** The first 6 characters of the task id and `…`: never the id. */
+  tag: string;
+  /**
+   * `working`, `input_required`, `completed`, `failed`, `cancelled`, or
+   * `routed`: the route record of a task an upstream replica runs itself,
+   * still followed (the upstream knows its status).
+   */
+  status: string;
+  tool: string;
+  route: string;
+  /** The owner's principal tag (12 characters), never the digest. */
+  principalTag: string;
+  /** The `--instance-id` of the gateway that ran the call last. */
+  runnerInstance?:
+    | string
+    | undefined;
+  /**
+   * `alive`, `gone`, `silent` (probed presence of the runner), `none` (no
+   * call runs here: waiting for input, settled, or a route record), or
+   * `unknown`.
+   */
+  runner: string;
+  attempts: number;
+  reruns: number;
+  rounds: number;
+  idempotent: boolean;
+  createdAtMs: number;
+  updatedAtMs: number;
+  ttlMs: number;
+  expiresAtMs: number;
+  /** Input requests waiting, and answers received this round (counts). */
+  pendingInputs: number;
+  inputResponses: number;
+  /** `failed` only: why (bounded), and the JSON-RPC error's code. */
+  statusMessage?: string | undefined;
+  errorCode?:
+    | number
+    | undefined;
+  /** `completed` only: whether the tool result has `isError: true`. */
+  isError?: boolean | undefined;
+  bytes:
+    | TaskSizes
+    | undefined;
+  /** A route record's replica: a digest of its URL (never the URL). */
+  replica?: string | undefined;
+}
+
+/** ListTasks input; every filter optional. */
+export interface ListTasksRequest {
+  /** One of the statuses of TaskSummary.status. */
+  status?:
+    | string
+    | undefined;
+  /** Tasks whose principal tag starts with this (as ListSessionsRequest). */
+  principal?:
+    | string
+    | undefined;
+  /** At most this many, newest first: 1 to 10000; 0 means 50. */
+  limit: number;
+}
+
+export interface ListTasksResponse {
+  /** The task stream read. */
+  stream: string;
+  /** False: tasks were never used in this namespace. */
+  streamExists: boolean;
+  tasks: TaskSummary[];
+}
+
+export interface ShowTaskRequest {
+  /** The full task id (22 base64url characters). */
+  taskId: string;
+}
+
+export interface ShowTaskResponse {
+  task: TaskSummary | undefined;
 }
 
 function createBaseSessionSummary(): SessionSummary {
@@ -2021,6 +2110,699 @@ export const DrainInstanceResponse: MessageFns<DrainInstanceResponse> = {
   },
 };
 
+function createBaseTaskSizes(): TaskSizes {
+  return { record: 0, params: 0, result: 0, error: 0 };
+}
+
+export const TaskSizes: MessageFns<TaskSizes> = {
+  encode(message: TaskSizes, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record !== 0) {
+      writer.uint32(8).uint64(message.record);
+    }
+    if (message.params !== 0) {
+      writer.uint32(16).uint64(message.params);
+    }
+    if (message.result !== 0) {
+      writer.uint32(24).uint64(message.result);
+    }
+    if (message.error !== 0) {
+      writer.uint32(32).uint64(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TaskSizes {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTaskSizes();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.record = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.params = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.result = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.error = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TaskSizes>, I>>(base?: I): TaskSizes {
+    return TaskSizes.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TaskSizes>, I>>(object: I): TaskSizes {
+    const message = createBaseTaskSizes();
+    message.record = object.record ?? 0;
+    message.params = object.params ?? 0;
+    message.result = object.result ?? 0;
+    message.error = object.error ?? 0;
+    return message;
+  },
+};
+
+function createBaseTaskSummary(): TaskSummary {
+  return {
+    tag: "",
+    status: "",
+    tool: "",
+    route: "",
+    principalTag: "",
+    runnerInstance: undefined,
+    runner: "",
+    attempts: 0,
+    reruns: 0,
+    rounds: 0,
+    idempotent: false,
+    createdAtMs: 0,
+    updatedAtMs: 0,
+    ttlMs: 0,
+    expiresAtMs: 0,
+    pendingInputs: 0,
+    inputResponses: 0,
+    statusMessage: undefined,
+    errorCode: undefined,
+    isError: undefined,
+    bytes: undefined,
+    replica: undefined,
+  };
+}
+
+export const TaskSummary: MessageFns<TaskSummary> = {
+  encode(message: TaskSummary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tag !== "") {
+      writer.uint32(10).string(message.tag);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.tool !== "") {
+      writer.uint32(26).string(message.tool);
+    }
+    if (message.route !== "") {
+      writer.uint32(34).string(message.route);
+    }
+    if (message.principalTag !== "") {
+      writer.uint32(42).string(message.principalTag);
+    }
+    if (message.runnerInstance !== undefined) {
+      writer.uint32(50).string(message.runnerInstance);
+    }
+    if (message.runner !== "") {
+      writer.uint32(58).string(message.runner);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(64).uint32(message.attempts);
+    }
+    if (message.reruns !== 0) {
+      writer.uint32(72).uint32(message.reruns);
+    }
+    if (message.rounds !== 0) {
+      writer.uint32(80).uint32(message.rounds);
+    }
+    if (message.idempotent !== false) {
+      writer.uint32(88).bool(message.idempotent);
+    }
+    if (message.createdAtMs !== 0) {
+      writer.uint32(96).int64(message.createdAtMs);
+    }
+    if (message.updatedAtMs !== 0) {
+      writer.uint32(104).int64(message.updatedAtMs);
+    }
+    if (message.ttlMs !== 0) {
+      writer.uint32(112).int64(message.ttlMs);
+    }
+    if (message.expiresAtMs !== 0) {
+      writer.uint32(120).int64(message.expiresAtMs);
+    }
+    if (message.pendingInputs !== 0) {
+      writer.uint32(128).uint32(message.pendingInputs);
+    }
+    if (message.inputResponses !== 0) {
+      writer.uint32(136).uint32(message.inputResponses);
+    }
+    if (message.statusMessage !== undefined) {
+      writer.uint32(146).string(message.statusMessage);
+    }
+    if (message.errorCode !== undefined) {
+      writer.uint32(152).int32(message.errorCode);
+    }
+    if (message.isError !== undefined) {
+      writer.uint32(160).bool(message.isError);
+    }
+    if (message.bytes !== undefined) {
+      TaskSizes.encode(message.bytes, writer.uint32(170).fork()).join();
+    }
+    if (message.replica !== undefined) {
+      writer.uint32(178).string(message.replica);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TaskSummary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTaskSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tag = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tool = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.route = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.principalTag = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.runnerInstance = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.runner = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.reruns = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.rounds = reader.uint32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.idempotent = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.createdAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.updatedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.ttlMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.expiresAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.pendingInputs = reader.uint32();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.inputResponses = reader.uint32();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.statusMessage = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.errorCode = reader.int32();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.bytes = TaskSizes.decode(reader, reader.uint32());
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.replica = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TaskSummary>, I>>(base?: I): TaskSummary {
+    return TaskSummary.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TaskSummary>, I>>(object: I): TaskSummary {
+    const message = createBaseTaskSummary();
+    message.tag = object.tag ?? "";
+    message.status = object.status ?? "";
+    message.tool = object.tool ?? "";
+    message.route = object.route ?? "";
+    message.principalTag = object.principalTag ?? "";
+    message.runnerInstance = object.runnerInstance ?? undefined;
+    message.runner = object.runner ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.reruns = object.reruns ?? 0;
+    message.rounds = object.rounds ?? 0;
+    message.idempotent = object.idempotent ?? false;
+    message.createdAtMs = object.createdAtMs ?? 0;
+    message.updatedAtMs = object.updatedAtMs ?? 0;
+    message.ttlMs = object.ttlMs ?? 0;
+    message.expiresAtMs = object.expiresAtMs ?? 0;
+    message.pendingInputs = object.pendingInputs ?? 0;
+    message.inputResponses = object.inputResponses ?? 0;
+    message.statusMessage = object.statusMessage ?? undefined;
+    message.errorCode = object.errorCode ?? undefined;
+    message.isError = object.isError ?? undefined;
+    message.bytes = (object.bytes !== undefined && object.bytes !== null)
+      ? TaskSizes.fromPartial(object.bytes)
+      : undefined;
+    message.replica = object.replica ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListTasksRequest(): ListTasksRequest {
+  return { status: undefined, principal: undefined, limit: 0 };
+}
+
+export const ListTasksRequest: MessageFns<ListTasksRequest> = {
+  encode(message: ListTasksRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== undefined) {
+      writer.uint32(10).string(message.status);
+    }
+    if (message.principal !== undefined) {
+      writer.uint32(18).string(message.principal);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTasksRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTasksRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.principal = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListTasksRequest>, I>>(base?: I): ListTasksRequest {
+    return ListTasksRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTasksRequest>, I>>(object: I): ListTasksRequest {
+    const message = createBaseListTasksRequest();
+    message.status = object.status ?? undefined;
+    message.principal = object.principal ?? undefined;
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseListTasksResponse(): ListTasksResponse {
+  return { stream: "", streamExists: false, tasks: [] };
+}
+
+export const ListTasksResponse: MessageFns<ListTasksResponse> = {
+  encode(message: ListTasksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stream !== "") {
+      writer.uint32(10).string(message.stream);
+    }
+    if (message.streamExists !== false) {
+      writer.uint32(16).bool(message.streamExists);
+    }
+    for (const v of message.tasks) {
+      TaskSummary.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTasksResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTasksResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stream = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.streamExists = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tasks.push(TaskSummary.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListTasksResponse>, I>>(base?: I): ListTasksResponse {
+    return ListTasksResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTasksResponse>, I>>(object: I): ListTasksResponse {
+    const message = createBaseListTasksResponse();
+    message.stream = object.stream ?? "";
+    message.streamExists = object.streamExists ?? false;
+    message.tasks = object.tasks?.map((e) => TaskSummary.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseShowTaskRequest(): ShowTaskRequest {
+  return { taskId: "" };
+}
+
+export const ShowTaskRequest: MessageFns<ShowTaskRequest> = {
+  encode(message: ShowTaskRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.taskId !== "") {
+      writer.uint32(10).string(message.taskId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShowTaskRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShowTaskRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.taskId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ShowTaskRequest>, I>>(base?: I): ShowTaskRequest {
+    return ShowTaskRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ShowTaskRequest>, I>>(object: I): ShowTaskRequest {
+    const message = createBaseShowTaskRequest();
+    message.taskId = object.taskId ?? "";
+    return message;
+  },
+};
+
+function createBaseShowTaskResponse(): ShowTaskResponse {
+  return { task: undefined };
+}
+
+export const ShowTaskResponse: MessageFns<ShowTaskResponse> = {
+  encode(message: ShowTaskResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.task !== undefined) {
+      TaskSummary.encode(message.task, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShowTaskResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShowTaskResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.task = TaskSummary.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ShowTaskResponse>, I>>(base?: I): ShowTaskResponse {
+    return ShowTaskResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ShowTaskResponse>, I>>(object: I): ShowTaskResponse {
+    const message = createBaseShowTaskResponse();
+    message.task = (object.task !== undefined && object.task !== null)
+      ? TaskSummary.fromPartial(object.task)
+      : undefined;
+    return message;
+  },
+};
+
 export type OperatorServiceService = typeof OperatorServiceService;
 export const OperatorServiceService = {
   /** The recent sessions, newest activity first. */
@@ -2089,6 +2871,34 @@ export const OperatorServiceService = {
       Buffer.from(DrainInstanceResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DrainInstanceResponse => DrainInstanceResponse.decode(value),
   },
+  /**
+   * The gateways' durable tasks (and the route records of tasks upstreams
+   * run themselves), newest created first: metadata only, as
+   * `tether-admin tasks --nats` shows them. Never a task's arguments, input
+   * requests or answers, request state, result or error data.
+   */
+  listTasks: {
+    path: "/tether.operator.v1.OperatorService/ListTasks" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListTasksRequest): Buffer => Buffer.from(ListTasksRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListTasksRequest => ListTasksRequest.decode(value),
+    responseSerialize: (value: ListTasksResponse): Buffer => Buffer.from(ListTasksResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListTasksResponse => ListTasksResponse.decode(value),
+  },
+  /**
+   * One task by its full id (the id is the client's bearer handle: answers
+   * and errors name it by its tag only).
+   */
+  showTask: {
+    path: "/tether.operator.v1.OperatorService/ShowTask" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ShowTaskRequest): Buffer => Buffer.from(ShowTaskRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ShowTaskRequest => ShowTaskRequest.decode(value),
+    responseSerialize: (value: ShowTaskResponse): Buffer => Buffer.from(ShowTaskResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ShowTaskResponse => ShowTaskResponse.decode(value),
+  },
 } as const;
 
 export interface OperatorServiceServer extends UntypedServiceImplementation {
@@ -2114,6 +2924,18 @@ export interface OperatorServiceServer extends UntypedServiceImplementation {
    * in-process on the same NATS account) to drain, as SIGTERM would.
    */
   drainInstance: handleUnaryCall<DrainInstanceRequest, DrainInstanceResponse>;
+  /**
+   * The gateways' durable tasks (and the route records of tasks upstreams
+   * run themselves), newest created first: metadata only, as
+   * `tether-admin tasks --nats` shows them. Never a task's arguments, input
+   * requests or answers, request state, result or error data.
+   */
+  listTasks: handleUnaryCall<ListTasksRequest, ListTasksResponse>;
+  /**
+   * One task by its full id (the id is the client's bearer handle: answers
+   * and errors name it by its tag only).
+   */
+  showTask: handleUnaryCall<ShowTaskRequest, ShowTaskResponse>;
 }
 
 export interface OperatorServiceClient extends Client {
@@ -2208,6 +3030,46 @@ export interface OperatorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DrainInstanceResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The gateways' durable tasks (and the route records of tasks upstreams
+   * run themselves), newest created first: metadata only, as
+   * `tether-admin tasks --nats` shows them. Never a task's arguments, input
+   * requests or answers, request state, result or error data.
+   */
+  listTasks(
+    request: ListTasksRequest,
+    callback: (error: ServiceError | null, response: ListTasksResponse) => void,
+  ): ClientUnaryCall;
+  listTasks(
+    request: ListTasksRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListTasksResponse) => void,
+  ): ClientUnaryCall;
+  listTasks(
+    request: ListTasksRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListTasksResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * One task by its full id (the id is the client's bearer handle: answers
+   * and errors name it by its tag only).
+   */
+  showTask(
+    request: ShowTaskRequest,
+    callback: (error: ServiceError | null, response: ShowTaskResponse) => void,
+  ): ClientUnaryCall;
+  showTask(
+    request: ShowTaskRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ShowTaskResponse) => void,
+  ): ClientUnaryCall;
+  showTask(
+    request: ShowTaskRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ShowTaskResponse) => void,
   ): ClientUnaryCall;
 }
 
