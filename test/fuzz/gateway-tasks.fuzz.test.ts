@@ -460,7 +460,7 @@ describe('tether-gateway tasks (SEP-2663) under fuzzed requests', () => {
   it('settles a task whose outcome is too large to store, on every instance, with an error naming it: never stuck working, never "runner lost"', async () => {
     const property = 'tasks-oversized-outcome';
     await fc.assert(fc.asyncProperty(oversizedOutcomeRecipe, (r) => oversizedOutcomeCase(property, r)), fuzzParams(RUNS.oversizedOutcome));
-  }, timeoutFor(RUNS.oversizedOutcome, 6_000));
+  }, timeoutFor(RUNS.oversizedOutcome, 12_000));
 
   it('answers task methods, a listen and a task-eligible call with the store down: 503 and a JSON-RPC error naming it, never a 500', async () => {
     // Not fuzzed (nothing about the input matters with the store gone) and not scaled: each request waits out the store's 5 s timeout, all at once.
