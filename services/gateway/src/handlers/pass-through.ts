@@ -17,17 +17,8 @@ import type { UpstreamAnswer } from '../upstream.js';
  */
 export async function passThrough(ctx: GatewayContext, route: Route, caller: Caller, req: IncomingMessage, res: ServerResponse, method: 'POST' | 'GET' | 'DELETE', body?: Buffer): Promise<void> {
   const upstream = ctx.pickers.get(route.path)!.pick();
-  let answer: UpstreamAnswer;
-  try {
-    answer = await callUpstream(upstream, { method, headers: forwardHeaders(req, caller, undefined), ...(body === undefined ? {} : { body }), errors: ctx.metrics.upstreamErrors });
-  } catch (err) {
-    return replyError(res, upstreamFailure(err));
-  }
-  const refused = upstreamRefusedCaller(ctx, route, answer.status);
-  if (refused !== undefined) {
-    await answer.cancel();
-    return replyError(res, refused);
-  }
+  const answer = await askUpstream(ctx, route, res, upstream, { method, headers: forwardHeaders(req, caller, undefined), ...(body === undefined ? {} : { body }) });
+  if (answer === undefined) return;
   res.writeHead(answer.status, endToEndHeaders(answer.headers, tokenAuth(ctx)));
   for await (const chunk of answer.body) {
     // The client went away: leaving the loop closes the body (and its upstream connection).
@@ -104,6 +95,28 @@ function drained(res: ServerResponse): Promise<boolean> {
     res.once('drain', onDrain);
     res.once('close', onClose);
   });
+}
+
+/**
+ * A request sent upstream as the caller's. A transport failure, or the
+ * upstream refusing the caller's credentials, is answered to the client here
+ * (and the answer is `undefined`); otherwise the upstream's answer, unread.
+ */
+export async function askUpstream(ctx: GatewayContext, route: Route, res: ServerResponse, url: string, init: { method: 'POST' | 'GET' | 'DELETE'; headers: Record<string, string>; body?: Buffer }): Promise<UpstreamAnswer | undefined> {
+  let answer: UpstreamAnswer;
+  try {
+    answer = await callUpstream(url, { ...init, errors: ctx.metrics.upstreamErrors });
+  } catch (err) {
+    replyError(res, upstreamFailure(err));
+    return undefined;
+  }
+  const refused = upstreamRefusedCaller(ctx, route, answer.status);
+  if (refused !== undefined) {
+    await answer.cancel();
+    replyError(res, refused);
+    return undefined;
+  }
+  return answer;
 }
 
 /** 502 naming the upstream's failure (unreachable, reset), never its internals. */

@@ -5,7 +5,7 @@ import { SseParser } from '@tether/protocol';
 import type { Caller } from '../auth/authenticator.js';
 import type { Route } from '../config.js';
 import type { GatewayContext } from '../context.js';
-import { endToEndHeaders, tokenAuth, upstreamFailure, upstreamRefusedCaller } from '../handlers/pass-through.js';
+import { askUpstream, endToEndHeaders, tokenAuth, upstreamFailure, upstreamRefusedCaller } from '../handlers/pass-through.js';
 import { fromLogError, replyError } from '../http/reply.js';
 import { header } from '../http/request.js';
 import type { JsonRpcMessage } from '../http/request.js';
@@ -41,17 +41,8 @@ export async function forwardOwnedCall(ctx: GatewayContext, tasks: EdgeTasks, ro
   const params = objectAt(message, 'params');
   if (!declaresTasks(params)) return PASS;
   const url = ctx.pickers.get(route.path)!.pick();
-  let answer: UpstreamAnswer;
-  try {
-    answer = await callUpstream(url, { method: 'POST', headers: forwardHeaders(req, caller, undefined), body, errors: ctx.metrics.upstreamErrors });
-  } catch (err) {
-    return replyError(res, upstreamFailure(err));
-  }
-  const refused = upstreamRefusedCaller(ctx, route, answer.status);
-  if (refused !== undefined) {
-    await answer.cancel();
-    return replyError(res, refused);
-  }
+  const answer = await askUpstream(ctx, route, res, url, { method: 'POST', headers: forwardHeaders(req, caller, undefined), body });
+  if (answer === undefined) return;
   const tool = typeof params?.name === 'string' ? params.name : '';
   // The one message that may be a CreateTaskResult: the answer to this request. It leaves only once its route is stored.
   const onAnswer = async (data: string): Promise<string> => {
