@@ -254,7 +254,9 @@ describe('--auth jwt: refusals follow the MCP authorization spec', () => {
       await as.start();
       // The keys are fetched at most once per 2 s, failed or not: a client that waits as Retry-After says is served.
       await sleep(Number(down.retryAfter) * 1000);
-      await expect(initialize(cold.urls[0]!, bearer(token))).resolves.toMatch(/^[A-Za-z0-9_-]{22}$/);
+      // A fresh token: this file's tokens live TTL_S (3 s), which a slow machine can spend before this line.
+      const fresh = await tokenOf('client-a');
+      await expect(initialize(cold.urls[0]!, bearer(fresh))).resolves.toMatch(/^[A-Za-z0-9_-]{22}$/);
     } finally {
       await as.start().catch(() => undefined);
       await cold.teardown();
